@@ -1,0 +1,10 @@
+"""brax-io: HTML viewer, images, video and serialization for brax-physics systems and trajectories."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("brax-io")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0.0.0"
+
+__all__ = ["__version__"]
