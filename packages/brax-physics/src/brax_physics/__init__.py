@@ -1,25 +1,10 @@
-"""brax-physics: MJCF models simulated in JAX with MuJoCo's generalized-coordinate dynamics."""
+"""brax-physics: JAX rigid-body physics that loads MuJoCo MJCF and matches MuJoCo's dynamics."""
 
 from importlib.metadata import PackageNotFoundError, version
-
-from brax_physics._src.loader import from_mjmodel, load_mjcf
-from brax_physics._src.pipeline import forward_kinematics, init, step
-from brax_physics._src.state import State
-from brax_physics._src.system import Options, System
 
 try:
     __version__ = version("brax-physics")
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
-__all__ = [
-    "Options",
-    "State",
-    "System",
-    "__version__",
-    "forward_kinematics",
-    "from_mjmodel",
-    "init",
-    "load_mjcf",
-    "step",
-]
+__all__ = ["__version__"]
