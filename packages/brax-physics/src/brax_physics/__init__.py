@@ -2,9 +2,24 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from brax_physics._src.loader import from_mjmodel, load_mjcf
+from brax_physics._src.pipeline import forward_kinematics, init, step
+from brax_physics._src.state import State
+from brax_physics._src.system import Options, System
+
 try:
     __version__ = version("brax-physics")
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "Options",
+    "State",
+    "System",
+    "__version__",
+    "forward_kinematics",
+    "from_mjmodel",
+    "init",
+    "load_mjcf",
+    "step",
+]

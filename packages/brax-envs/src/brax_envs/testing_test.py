@@ -1,0 +1,60 @@
+"""`check_env` must catch contract violations."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from brax_envs import State
+from brax_envs.envs import Fast
+from brax_envs.testing import check_env
+
+
+class ExtraInfoOnStep(Fast):
+    def step(self, state: State, action: jax.Array) -> State:
+        s = super().step(state, action)
+        return s.replace(info={**s.info, "late": jnp.zeros(())})
+
+
+class NaNObs(Fast):
+    def step(self, state: State, action: jax.Array) -> State:
+        s = super().step(state, action)
+        return s.replace(obs=s.obs * jnp.nan)
+
+
+class WrongSize(Fast):
+    @property
+    def observation_size(self) -> int:
+        return 3
+
+
+class IntDone(Fast):
+    def reset(self, rng: jax.Array) -> State:
+        s = super().reset(rng)
+        return s.replace(done=jnp.zeros((), jnp.int32))
+
+
+class VectorReward(Fast):
+    def step(self, state: State, action: jax.Array) -> State:
+        s = super().step(state, action)
+        return s.replace(reward=s.reward[None])
+
+
+@pytest.mark.parametrize(("env", "match"), [
+    (ExtraInfoOnStep(), "differ from reset's"),
+    (NaNObs(), "non-finite values in obs"),
+    (WrongSize(), "observation_size is 3"),
+    (IntDone(), "done dtype int32"),
+    (VectorReward(), r"reward shape \(1,\)"),
+])
+def test_check_env_catches(env: Fast, match: str) -> None:
+    with pytest.raises(AssertionError, match=match):
+        check_env(env, num_steps=2)
+
+
+def test_check_env_returns_the_jitted_rollout() -> None:
+    check = check_env(Fast(), num_steps=2)
+    assert len(check.states) == 3 and len(check.actions) == 2
+    again = check.step(check.states[0], check.actions[0])
+    assert float(again.reward) == float(check.states[1].reward)

@@ -1,0 +1,413 @@
+"""Wrappers that turn a single environment into a batched, auto-resetting training environment.
+
+The usual stack, built by `wrap_for_training`, from the inside out:
+`NanGuardWrapper` (contain non-finite steps) -> `EpisodeWrapper` (time limit, action repeat, episode
+statistics) -> `VmapWrapper` or `DomainRandomizationVmapWrapper` (batch) -> `AutoResetWrapper`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import brax_physics
+import jax
+import jax.numpy as jnp
+
+from brax_envs.base import Env, State, Wrapper
+
+RandomizationFn = Callable[..., tuple[brax_physics.System, Any]]
+"""`fn(sys, rng) -> (batched_sys, in_axes)`, or `fn(sys)` with the keys already bound."""
+
+# `info` entries owned by wrappers: a fresh auto-reset never overwrites them with the reset's values.
+_WRAPPER_INFO_KEYS = frozenset({
+    "steps", "truncation", "episode_done", "episode_metrics", "final_obs", "first_obs",
+    "first_pipeline_state", "reset_rng", "nan_steps_total", "eval_metrics",
+})
+
+
+def _select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """Leafwise `on_true if pred else on_false`; `pred`'s shape is a batch prefix of every leaf."""
+    pred = pred > 0 if jnp.issubdtype(pred.dtype, jnp.floating) else pred.astype(bool)
+
+    def sel(a: jax.Array, b: jax.Array) -> jax.Array:
+        p = jnp.reshape(pred, pred.shape + (1,) * (jnp.ndim(a) - pred.ndim))
+        return jnp.where(p, a, b)
+
+    return jax.tree.map(sel, on_true, on_false)
+
+
+def _all_finite(tree: Any) -> jax.Array:
+    """() bool: every floating leaf of `tree` is finite."""
+    ok = jnp.asarray(True)
+    for leaf in jax.tree.leaves(tree):
+        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
+            ok = ok & jnp.all(jnp.isfinite(leaf))
+    return ok
+
+
+def _split_keys(rng: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Two independent key arrays with `rng`'s batch shape (raw uint32 or typed keys)."""
+    typed = jnp.issubdtype(rng.dtype, jax.dtypes.prng_key)
+    batch = rng.shape if typed else rng.shape[:-1]
+    flat = jnp.reshape(rng, (-1, *rng.shape[len(batch):]))
+    pairs = jax.vmap(jax.random.split)(flat)
+    rest = pairs.shape[2:]
+    return jnp.reshape(pairs[:, 0], batch + rest), jnp.reshape(pairs[:, 1], batch + rest)
+
+
+class EpisodeWrapper(Wrapper):
+    """Time limit, action repeat and episode statistics.
+
+    Each `step` applies the action `action_repeat` times (stopping early once the episode ends) and
+    returns the summed reward. `info` gains:
+
+    | key | meaning |
+    |---|---|
+    | `steps` | int32 environment steps in the episode (counting repeats) |
+    | `truncation` | 1.0 when the episode hit `episode_length` without terminating, else the env's own flag |
+    | `episode_done` | the `done` of this step |
+    | `episode_metrics` | `sum_reward`, `length` and every metric summed over the episode so far |
+    """
+
+    def __init__(self, env: Env, episode_length: int, action_repeat: int = 1) -> None:
+        """End episodes after `episode_length` env steps; repeat each action `action_repeat` times."""
+        super().__init__(env)
+        for name, val in (("episode_length", episode_length), ("action_repeat", action_repeat)):
+            if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+                raise ValueError(f"{name} must be a positive int, got {val!r}")
+        self.episode_length = episode_length
+        self.action_repeat = action_repeat
+
+    def reset(self, rng: jax.Array) -> State:
+        """Reset the wrapped env and zero the episode counters."""
+        state = self.env.reset(rng)
+        zeros = jnp.zeros_like(state.reward)
+        em = {"sum_reward": zeros, "length": zeros}
+        em.update({k: jnp.zeros_like(v) for k, v in state.metrics.items()})
+        info = {
+            **state.info,
+            "steps": jnp.zeros(state.reward.shape, jnp.int32),
+            "truncation": zeros,
+            "episode_done": zeros,
+            "episode_metrics": em,
+        }
+        return state.replace(info=info)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        """Step `action_repeat` times, then apply the time limit and update episode statistics."""
+        info = state.info
+        em0 = {k: jnp.where(info["episode_done"] > 0, jnp.zeros_like(v), v)
+               for k, v in info["episode_metrics"].items()}
+
+        def substep(st: State, stopped: jax.Array, em: dict[str, jax.Array]
+                    ) -> tuple[State, jax.Array, dict[str, jax.Array], jax.Array]:
+            nst = self.env.step(st, action)
+            nst = nst.replace(info={**st.info, **nst.info})
+            live = 1.0 - stopped
+            em = dict(em)
+            em["sum_reward"] = em["sum_reward"] + live * nst.reward
+            em["length"] = em["length"] + live
+            for k, v in nst.metrics.items():
+                if k in em:
+                    em[k] = em[k] + live * v
+            reward = live * nst.reward
+            if self.action_repeat > 1:  # once the episode ends, later repeats change nothing
+                nst = _select(stopped, st, nst)
+            return nst, jnp.maximum(stopped, nst.done), em, reward
+
+        stopped0 = jnp.zeros_like(state.reward)
+        if self.action_repeat == 1:
+            nstate, _, em, reward = substep(state, stopped0, em0)
+        else:
+            def body(carry: tuple[State, jax.Array, dict[str, jax.Array]], _: None
+                     ) -> tuple[tuple[State, jax.Array, dict[str, jax.Array]], jax.Array]:
+                st, stopped, em = carry
+                st, stopped, em, r = substep(st, stopped, em)
+                return (st, stopped, em), r
+
+            (nstate, _, em), rewards = jax.lax.scan(body, (state, stopped0, em0), None,
+                                                    length=self.action_repeat)
+            reward = jnp.sum(rewards, axis=0)
+
+        steps = info["steps"] + self.action_repeat
+        at_limit = steps >= self.episode_length
+        env_done = nstate.done
+        env_trunc = nstate.info.get("truncation", jnp.zeros_like(env_done))
+        done = jnp.where(at_limit, jnp.ones_like(env_done), env_done)
+        truncation = jnp.where(at_limit, 1.0 - env_done, env_trunc)
+        new_info = {**nstate.info, "steps": steps, "truncation": truncation, "episode_done": done,
+                    "episode_metrics": em}
+        return nstate.replace(reward=reward, done=done, info=new_info)
+
+
+class VmapWrapper(Wrapper):
+    """Batches an environment with `jax.vmap`.
+
+    `reset` takes a batch of keys, or one key split into `batch_size` keys when `batch_size` is set.
+    """
+
+    def __init__(self, env: Env, batch_size: int | None = None) -> None:
+        """Vectorize `env`; with `batch_size`, `reset` splits a single key into that many."""
+        super().__init__(env)
+        self.batch_size = batch_size
+
+    def reset(self, rng: jax.Array) -> State:
+        """Batched reset."""
+        if self.batch_size is not None:
+            rng = jax.random.split(rng, self.batch_size)
+        return jax.vmap(self.env.reset)(rng)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        """Batched step; `action` is (batch, action_size)."""
+        return jax.vmap(self.env.step)(state, action)
+
+
+class DomainRandomizationVmapWrapper(Wrapper):
+    """Batches an environment where every member simulates its own `System`.
+
+    `randomization_fn(sys, rng)` (with `rng` a batch of keys, passed as `rng=`) or `randomization_fn(sys)`
+    (keys already bound, as trainers pass it) returns `(batched_sys, in_axes)`: `in_axes` is a
+    `jax.vmap` axis spec for `batched_sys` (typically `sys` with 0 on randomized fields and None
+    elsewhere). It is called once, eagerly, on the wrapped env's concrete `sys`, so it may read any
+    `sys` field, inside `jax.vmap` or not.
+
+    The wrapped environment is never mutated: each traced call steps a shallow copy built with
+    `env.with_sys(member_sys)`, so no tracer outlives the call and the same env can also be wrapped
+    again (e.g. for evaluation) or used unbatched.
+    """
+
+    def __init__(self, env: Env, randomization_fn: RandomizationFn, rng: jax.Array | None = None) -> None:
+        """Randomize `env.sys` with `randomization_fn` (called with `rng` when given)."""
+        super().__init__(env)
+        sys = env.sys
+        out = randomization_fn(sys) if rng is None else randomization_fn(sys, rng)
+        sys_v, in_axes = out
+        self._sys_v = sys_v
+        self._in_axes = in_axes
+        self.batch_size = _randomized_batch_size(sys, sys_v, in_axes)
+
+    @property
+    def batched_sys(self) -> brax_physics.System:
+        """The batched systems returned by the randomization function."""
+        return self._sys_v
+
+    @property
+    def in_axes(self) -> Any:
+        """The `jax.vmap` axes of `batched_sys`."""
+        return self._in_axes
+
+    def reset(self, rng: jax.Array) -> State:
+        """Reset member i with key `rng[i]` under system i."""
+        def one(sys: brax_physics.System, key: jax.Array) -> State:
+            return self.env.with_sys(sys).reset(key)
+
+        return jax.vmap(one, in_axes=(self._in_axes, 0))(self._sys_v, rng)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        """Step member i under system i."""
+        def one(sys: brax_physics.System, st: State, act: jax.Array) -> State:
+            return self.env.with_sys(sys).step(st, act)
+
+        return jax.vmap(one, in_axes=(self._in_axes, 0, 0))(self._sys_v, state, action)
+
+
+def _randomized_batch_size(sys: Any, sys_v: Any, in_axes: Any) -> int:
+    """Checks `(sys_v, in_axes)` against the unbatched `sys`; returns the batch size."""
+    sizes: set[int] = set()
+
+    def check(path: Any, axis: Any, sub_v: Any, sub: Any) -> None:
+        name = "sys" + jax.tree_util.keystr(path)
+        leaves_v, leaves = jax.tree.leaves(sub_v), jax.tree.leaves(sub)
+        for lv, l0 in zip(leaves_v, leaves, strict=True):
+            shape_v, shape0 = tuple(jnp.shape(lv)), tuple(jnp.shape(l0))
+            if axis is None:
+                if shape_v != shape0:
+                    raise ValueError(f"randomization_fn: {name} has in_axes None but shape {shape_v} "
+                                     f"differs from the unbatched {shape0}; give it axis 0")
+            elif axis != 0:
+                raise ValueError(f"randomization_fn: only in_axes 0 or None are supported ({name}: {axis!r})")
+            else:
+                if shape_v[1:] != shape0:
+                    raise ValueError(f"randomization_fn: {name} has in_axes 0 but shape {shape_v} is not a "
+                                     f"batch of {shape0}")
+                sizes.add(shape_v[0])
+
+    jax.tree_util.tree_map_with_path(check, in_axes, sys_v, sys, is_leaf=lambda x: x is None)
+    if len(sizes) != 1:
+        raise ValueError("randomization_fn must batch at least one field, all with one batch size; "
+                         f"got batch sizes {sorted(sizes)}")
+    return sizes.pop()
+
+
+class AutoResetWrapper(Wrapper):
+    """Resets environments whose episode is done, inside `step`.
+
+    By default a done environment restarts from the state cached at `reset` (`fresh_reset=False`,
+    cheap); with `fresh_reset=True` it restarts from a new `reset` drawn with a key carried in
+    `info['reset_rng']` (every episode starts differently; costs one batched reset on steps where
+    any environment finished). The observation returned by the finishing step is kept in
+    `info['final_obs']` (equal to `obs` on other steps) for value bootstrapping.
+    """
+
+    def __init__(self, env: Env, fresh_reset: bool = False) -> None:
+        """Auto-reset `env` from the cached first state, or from fresh resets when `fresh_reset`."""
+        super().__init__(env)
+        self.fresh_reset = fresh_reset
+
+    def reset(self, rng: jax.Array) -> State:
+        """Reset and remember what later resets restore."""
+        state = self.env.reset(rng)
+        info = {**state.info, "final_obs": state.obs}
+        if self.fresh_reset:
+            info["reset_rng"] = _split_keys(rng)[1]
+        else:
+            info["first_pipeline_state"] = state.pipeline_state
+            info["first_obs"] = state.obs
+        return state.replace(info=info)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        """Step; environments that finished come back reset (their `done` stays 1 for this step)."""
+        info = dict(state.info)
+        if "steps" in info:
+            info["steps"] = jnp.where(state.done > 0, jnp.zeros_like(info["steps"]), info["steps"])
+        state = state.replace(done=jnp.zeros_like(state.done), info=info)
+        state = self.env.step(state, action)
+        done = state.done
+        info = {**state.info, "final_obs": state.obs}
+
+        if self.fresh_reset:
+            key_now, key_next = _split_keys(info["reset_rng"])
+            info["reset_rng"] = key_next
+            reset_keys = [k for k in jax.eval_shape(self.env.reset, key_now).info
+                          if k not in _WRAPPER_INFO_KEYS and k in info]
+            current = (state.pipeline_state, state.obs, {k: info[k] for k in reset_keys})
+
+            def fresh() -> Any:
+                st = self.env.reset(key_now)
+                return st.pipeline_state, st.obs, {k: st.info[k] for k in reset_keys}
+
+            restart = jax.lax.cond(jnp.any(done > 0), fresh, lambda: current)
+            pipeline_state, obs, reset_info = _select(done, restart, current)
+            info.update(reset_info)
+        else:
+            pipeline_state = _select(done, info["first_pipeline_state"], state.pipeline_state)
+            obs = _select(done, info["first_obs"], state.obs)
+        return state.replace(pipeline_state=pipeline_state, obs=obs, info=info)
+
+
+class NanGuardWrapper(Wrapper):
+    """Contains non-finite steps of an unbatched environment.
+
+    A step whose action, physics state, observation or reward is not finite is rolled back to the
+    previous state (so nothing non-finite escapes), gets reward 0 and `done = 1` (so an outer
+    `AutoResetWrapper` restarts it), and is counted: `metrics['nan_steps']` is 1.0 on such a step
+    (summed per episode by `EpisodeWrapper`) and `info['nan_steps_total']` counts them since reset.
+    """
+
+    def reset(self, rng: jax.Array) -> State:
+        """Reset with the NaN counters at zero."""
+        state = self.env.reset(rng)
+        metrics = {**state.metrics, "nan_steps": jnp.zeros_like(state.reward)}
+        info = {**state.info, "nan_steps_total": jnp.zeros(state.reward.shape, jnp.int32)}
+        return state.replace(metrics=metrics, info=info)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        """Step; roll back and mark done if anything became non-finite."""
+        nstate = self.env.step(state, action)
+        bad = ~(_all_finite(action) & _all_finite(nstate.pipeline_state) & _all_finite(nstate.obs)
+                & _all_finite(nstate.reward))
+        new_metrics = {**state.metrics, **nstate.metrics}
+        new_info = {**state.info, **nstate.info}
+        pipeline_state = _select(bad, state.pipeline_state, nstate.pipeline_state)
+        obs = _select(bad, state.obs, nstate.obs)
+        metrics = {k: _select(bad, state.metrics[k], v) if k in state.metrics else v
+                   for k, v in new_metrics.items()}
+        metrics["nan_steps"] = bad.astype(nstate.reward.dtype)
+        info = {k: _select(bad, state.info[k], v) if k in state.info else v for k, v in new_info.items()}
+        info["nan_steps_total"] = state.info["nan_steps_total"] + bad.astype(jnp.int32)
+        reward = jnp.where(bad, jnp.zeros_like(nstate.reward), nstate.reward)
+        done = jnp.where(bad, jnp.ones_like(nstate.done), nstate.done)
+        return nstate.replace(pipeline_state=pipeline_state, obs=obs, reward=reward, done=done,
+                              metrics=metrics, info=info)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class EvalMetrics:
+    """Per-environment evaluation accumulators kept in `info['eval_metrics']` by `EvalWrapper`."""
+
+    episode_metrics: dict[str, jax.Array]
+    """`reward` and every metric summed over the first episode."""
+    active_episodes: jax.Array
+    """1.0 while the first episode is running, 0.0 after it ended."""
+    episode_steps: jax.Array
+    """Length of the first episode in env steps (counting action repeats when `info['steps']` exists)."""
+
+
+class EvalWrapper(Wrapper):
+    """Tracks the return, metrics and length of the first episode of every environment.
+
+    Wrap a batched environment; after stepping at least `episode_length` steps,
+    `state.info['eval_metrics']` holds each environment's first-episode totals.
+    """
+
+    def reset(self, rng: jax.Array) -> State:
+        """Reset with zeroed accumulators."""
+        state = self.env.reset(rng)
+        metrics = {"reward": state.reward, **state.metrics}
+        em = EvalMetrics(episode_metrics={k: jnp.zeros_like(v) for k, v in metrics.items()},
+                         active_episodes=jnp.ones_like(state.reward),
+                         episode_steps=jnp.zeros_like(state.reward))
+        return state.replace(info={**state.info, "eval_metrics": em})
+
+    def step(self, state: State, action: jax.Array) -> State:
+        """Step and accumulate while the first episode runs."""
+        em = state.info["eval_metrics"]
+        if not isinstance(em, EvalMetrics):
+            raise TypeError(f"info['eval_metrics'] must be EvalMetrics, got {type(em).__name__}")
+        inner_info = {k: v for k, v in state.info.items() if k != "eval_metrics"}
+        nstate = self.env.step(state.replace(info=inner_info), action)
+        active = em.active_episodes
+        metrics = {"reward": nstate.reward, **nstate.metrics}
+        episode_metrics = {k: v + active * metrics[k] for k, v in em.episode_metrics.items()}
+        if "steps" in nstate.info:
+            steps = jnp.where(active > 0, nstate.info["steps"].astype(active.dtype), em.episode_steps)
+        else:
+            steps = em.episode_steps + active
+        new_em = EvalMetrics(episode_metrics=episode_metrics,
+                             active_episodes=active * (1.0 - nstate.done), episode_steps=steps)
+        return nstate.replace(info={**nstate.info, "eval_metrics": new_em})
+
+
+def wrap_for_training(env: Env, episode_length: int = 1000, action_repeat: int = 1,
+                      randomization_fn: RandomizationFn | None = None, *,
+                      randomization_rng: jax.Array | None = None, fresh_reset: bool = False,
+                      nan_guard: bool = True) -> Wrapper:
+    """The standard training stack: NaN guard, episodes, batching (optionally randomized), auto-reset.
+
+    The result's `reset` takes a batch of keys, one per environment. `randomization_fn` is called
+    as `randomization_fn(sys, randomization_rng)` when `randomization_rng` is given, else as
+    `randomization_fn(sys)`; see `DomainRandomizationVmapWrapper`.
+    """
+    inner: Env = NanGuardWrapper(env) if nan_guard else env
+    inner = EpisodeWrapper(inner, episode_length, action_repeat)
+    if randomization_fn is None:
+        inner = VmapWrapper(inner)
+    else:
+        inner = DomainRandomizationVmapWrapper(inner, randomization_fn, rng=randomization_rng)
+    return AutoResetWrapper(inner, fresh_reset=fresh_reset)
+
+
+__all__ = [
+    "AutoResetWrapper",
+    "DomainRandomizationVmapWrapper",
+    "EpisodeWrapper",
+    "EvalMetrics",
+    "EvalWrapper",
+    "NanGuardWrapper",
+    "RandomizationFn",
+    "VmapWrapper",
+    "wrap_for_training",
+]

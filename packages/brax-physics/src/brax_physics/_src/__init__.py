@@ -1,0 +1,1 @@
+"""Implementation modules of brax_physics (private; import from `brax_physics`)."""

@@ -1,0 +1,162 @@
+"""Broadphase filter, parameter mixing and the batched driver against MuJoCo C."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+from brax_physics._src.collision import collide, collision_pairs
+from brax_physics._src.collision import oracle_testing as ot
+
+# Every geom overlaps every other near the origin, so MuJoCo reports a contact for each candidate
+# pair: its d.contact then lists exactly the pairs that pass its filter.
+FILTER_XML = """<mujoco>
+  <option><flag filterparent="%s"/></option>
+  <worldbody>
+    <geom name="floor" type="plane" size="5 5 .1"/>
+    <geom name="world_ball" type="sphere" size=".1" pos="0 0 .05"/>
+    <body name="static" pos=".01 0 .05"><geom name="static_ball" type="sphere" size=".1"/></body>
+    <body name="A" pos="0 .01 .06"><freejoint/>
+      <geom name="a_ball" type="sphere" size=".1" priority="1" friction=".5 .01 .001" solref=".03 1.2"
+            condim="1"/>
+      <geom name="a_cap" type="capsule" size=".05 .1" contype="2" conaffinity="2"/>
+      <body name="B" pos=".01 0 0"><joint type="hinge"/>
+        <geom name="b_ball" type="sphere" size=".1" solmix="3" solimp=".8 .9 .01 .4 3" margin=".01"
+              gap=".002" friction="1.5 .02 .0001"/>
+        <body name="C" pos="0 .01 0"><joint type="hinge"/>
+          <geom name="c_ball" type="sphere" size=".1" solref="-1000 -50" condim="6"/>
+        </body>
+      </body>
+    </body>
+    <body name="D" pos=".02 .02 .05"><freejoint/>
+      <geom name="d_cap" type="capsule" size=".05 .1" contype="2" conaffinity="2" friction="2 .1 .01"
+            euler="0 90 0"/>
+      <geom name="d_ball" type="sphere" size=".08" pos="0 0 .01" solref=".01 .5" solimp=".7 .8 .02 .6 1"
+            solmix="0"/>
+    </body>
+  </worldbody>
+  <contact>
+    <exclude body1="D" body2="C"/>
+    <pair geom1="d_cap" geom2="a_cap" condim="4" friction=".4 .5 .01 .002 .003" solref=".05 .9"
+          solimp=".5 .6 .01 .5 2" margin=".003"/>
+    <pair geom1="a_ball" geom2="d_ball" condim="1"/>
+  </contact>
+</mujoco>"""
+
+
+def _model(filterparent: bool = True) -> mujoco.MjModel:
+    return mujoco.MjModel.from_xml_string(FILTER_XML % ("enable" if filterparent else "disable"))
+
+
+def _names(m: mujoco.MjModel, pairs: set[tuple[int, int]]) -> set[frozenset[str]]:
+    return {frozenset(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) for g in p) for p in pairs}
+
+
+@pytest.mark.parametrize("filterparent", [True, False])
+def test_candidate_pairs_and_mixing_match_mujoco(filterparent: bool) -> None:
+    m = _model(filterparent)
+    batch = ot.mj_batch(m, [m.qpos0])
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    mj_pairs = {(int(c.geom[0]), int(c.geom[1])) for c in d.contact[: d.ncon]}
+    ours = collision_pairs(m)
+    our_pairs = {(int(a), int(b)) for g in ours.groups for a, b in zip(g.geom1, g.geom2, strict=True)}
+    assert our_pairs == mj_pairs
+    names = _names(m, our_pairs)
+    # Rules exercised: world exception, static/world weld, grandparent, exclude, masks, <pair>.
+    assert frozenset({"floor", "a_ball"}) in names
+    assert frozenset({"world_ball", "static_ball"}) not in names
+    assert frozenset({"floor", "static_ball"}) not in names
+    assert frozenset({"a_ball", "c_ball"}) in names
+    assert frozenset({"d_ball", "c_ball"}) not in names
+    assert frozenset({"a_cap", "b_ball"}) not in names
+    assert frozenset({"a_cap", "d_cap"}) in names
+    assert (frozenset({"a_ball", "b_ball"}) in names) == (not filterparent)
+    assert (frozenset({"b_ball", "c_ball"}) in names) == (not filterparent)
+    # Every MuJoCo contact (geometry and mixed parameters) is reproduced.
+    errs = ot.compare_batch(batch)
+    assert not errs, "\n".join(errs)
+
+
+def test_explicit_pair_parameters() -> None:
+    m = _model()
+    pairs = collision_pairs(m)
+    rows = {
+        (int(a), int(b)): (int(c), f, mg)
+        for g in pairs.groups
+        for a, b, c, f, mg in zip(g.geom1, g.geom2, g.condim, g.friction, g.margin, strict=True)
+    }
+    gid = {mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, i): i for i in range(m.ngeom)}
+    key = tuple(sorted((gid["a_cap"], gid["d_cap"])))
+    condim, friction, margin = rows[(int(key[0]), int(key[1]))]
+    assert condim == 4
+    np.testing.assert_allclose(friction, [0.4, 0.5, 0.01, 0.002, 0.003])
+    assert margin == pytest.approx(0.003)
+
+
+def test_gap_contacts_are_inactive() -> None:
+    """margin <= dist < margin + gap: MuJoCo lists the contact but excludes it; ours is inactive."""
+    xml = """<mujoco><worldbody><geom type="plane" size="5 5 .1" margin=".004" gap=".003"/>
+      <body><freejoint/><geom type="sphere" size=".1" margin=".006" gap=".002"/></body></worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(m)
+    pairs = collision_pairs(m)
+    fn = jax.jit(lambda p, r, s: collide(pairs, p, r, s))
+    for z, mj_listed, active in [(0.108, True, True), (0.112, True, False), (0.116, False, False)]:
+        d.qpos[:] = [0, 0, z, 1, 0, 0, 0]
+        mujoco.mj_forward(m, d)
+        assert (d.ncon == 1) == mj_listed
+        if mj_listed:
+            assert (d.contact[0].efc_address >= 0) == active
+            assert d.contact[0].includemargin == pytest.approx(0.01)
+        c = fn(jnp.asarray(d.geom_xpos, jnp.float32), jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32),
+               jnp.asarray(m.geom_size, jnp.float32))
+        assert bool(c.active[0]) == active
+        assert float(c.includemargin[0]) == pytest.approx(0.01)
+
+
+def test_unsupported_pair_names_both_geoms() -> None:
+    xml = """<mujoco><worldbody><body><freejoint/><geom name="egg" type="ellipsoid" size=".1 .2 .3"/></body>
+      <body><freejoint/><geom name="ball" type="sphere" size=".1"/></body></worldbody></mujoco>"""
+    with pytest.raises(ValueError, match=r"sphere-ellipsoid.*'ball'.*'egg'"):
+        collision_pairs(mujoco.MjModel.from_xml_string(xml))
+
+
+def test_disabled_contacts_give_empty_contact_set() -> None:
+    xml = """<mujoco><option><flag contact="disable"/></option><worldbody><geom type="plane" size="1 1 .1"/>
+      <body><freejoint/><geom type="sphere" size=".1"/></body></worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(xml)
+    pairs = collision_pairs(m)
+    assert pairs.ncon == 0
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    c = jax.jit(lambda p, r, s: collide(pairs, p, r, s))(
+        jnp.asarray(d.geom_xpos, jnp.float32), jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32),
+        jnp.asarray(m.geom_size, jnp.float32),
+    )
+    assert c.ncon == 0 and c.frame.shape == (0, 3, 3)
+
+
+def test_driver_shapes_order_and_randomized_sizes() -> None:
+    """One slot block per pair type; sizes are traced inputs (vmapped here), indices are static."""
+    xml = """<mujoco><worldbody><geom name="floor" type="plane" size="5 5 .1"/>
+      <body pos="0 0 .09"><freejoint/><geom type="sphere" size=".1"/></body>
+      <body pos=".5 0 .09"><freejoint/><geom type="box" size=".1 .1 .1"/></body>
+      <body pos="1 0 .09"><freejoint/><geom type="capsule" size=".1 .2"/></body></worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(xml)
+    pairs = collision_pairs(m)
+    assert [(g.type1, g.type2) for g in pairs.groups] == [(0, 2), (0, 3), (0, 6), (2, 3), (2, 6), (3, 6)]
+    assert pairs.ncon == 1 + 2 + 4 + 1 + 1 + 2
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    xpos = jnp.asarray(d.geom_xpos, jnp.float32)
+    xmat = jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32)
+    sizes = jnp.asarray(m.geom_size, jnp.float32)[None] * jnp.array([1.0, 0.5, 1.2], jnp.float32)[:, None, None]
+    c = jax.jit(jax.vmap(lambda s: collide(pairs, xpos, xmat, s)))(sizes)
+    assert c.dist.shape == (3, pairs.ncon) and c.frame.shape == (3, pairs.ncon, 3, 3)
+    sphere_floor = np.asarray(c.dist[:, 0])
+    np.testing.assert_allclose(sphere_floor, [0.09 - 0.1, 0.09 - 0.05, 0.09 - 0.12], atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(c.geom1[0, :3]), [0, 0, 0])

@@ -1,0 +1,140 @@
+"""Com-based spatial quantities (MuJoCo mj_comPos, mj_crb, mj_comVel).
+
+Every kinematic tree uses one frame: world orientation, origin at the tree's center of mass
+`subtree_com[root]`. Motion vectors are [ω; v] with v the velocity of the body-fixed point at that
+origin; force vectors are [torque about it; force]. One shared frame per tree means the recursions
+below need no frame changes, so they reduce to masked sums (see `structure`).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from brax_math import quat_to_mat
+
+from brax_physics._src.kinematics import Frames
+from brax_physics._src.structure import structure
+from brax_physics._src.system import JNT_BALL, JNT_FREE, JNT_HINGE, JNT_SLIDE, System
+
+_HI = jax.lax.Precision.HIGHEST
+
+
+def mm(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Full-float32 matrix product (never TF32/bf16, whatever the backend default)."""
+    return jnp.matmul(a, b, precision=_HI)
+
+
+def cross_motion(v: jax.Array, u: jax.Array) -> jax.Array:
+    """(..., 6) motion cross product v ×ₘ u of motion vectors [ω; v]."""
+    w, vl = v[..., :3], v[..., 3:]
+    uw, ul = u[..., :3], u[..., 3:]
+    return jnp.concatenate([jnp.cross(w, uw), jnp.cross(w, ul) + jnp.cross(vl, uw)], axis=-1)
+
+
+def cross_force(v: jax.Array, f: jax.Array) -> jax.Array:
+    """(..., 6) force cross product v ×* f of a motion [ω; v] and a force [τ; f]."""
+    w, vl = v[..., :3], v[..., 3:]
+    t, fl = f[..., :3], f[..., 3:]
+    return jnp.concatenate([jnp.cross(w, t) + jnp.cross(vl, fl), jnp.cross(w, fl)], axis=-1)
+
+
+def inertia_mul(inert: jax.Array, v: jax.Array) -> jax.Array:
+    """(..., 6) force = spatial inertia (..., 10) (MuJoCo cinert layout) times motion (..., 6)."""
+    i = inert
+    w, vl = v[..., :3], v[..., 3:]
+    h, m = i[..., 6:9], i[..., 9:10]
+    iw = jnp.stack(
+        [
+            i[..., 0] * w[..., 0] + i[..., 3] * w[..., 1] + i[..., 4] * w[..., 2],
+            i[..., 3] * w[..., 0] + i[..., 1] * w[..., 1] + i[..., 5] * w[..., 2],
+            i[..., 4] * w[..., 0] + i[..., 5] * w[..., 1] + i[..., 2] * w[..., 2],
+        ],
+        axis=-1,
+    )
+    return jnp.concatenate([iw + jnp.cross(h, vl), m * vl - jnp.cross(h, w)], axis=-1)
+
+
+def subtree_com(sys: System, xipos: jax.Array) -> jax.Array:
+    """(nbody, 3) center of mass of each body's subtree (its own xipos if the subtree is massless)."""
+    st = structure(sys)
+    sub = jnp.asarray(st.subtree)
+    mass = mm(sub, sys.body_mass[:, None])
+    mpos = mm(sub, sys.body_mass[:, None] * xipos)
+    heavy = mass > 1e-15
+    return jnp.where(heavy, mpos / jnp.where(heavy, mass, 1.0), xipos)
+
+
+def cinert(sys: System, fr: Frames, com: jax.Array) -> jax.Array:
+    """(nbody, 10) body inertias about their tree's com, world axes (MuJoCo cinert)."""
+    st = structure(sys)
+    d = fr.xipos - com[st.root]
+    m = sys.body_mass
+    # rotate the principal inertia to world axes, then shift it to the com point (parallel axes)
+    rot = fr.ximat
+    iw = jnp.einsum("bij,bj,bkj->bik", rot, sys.body_inertia, rot, precision=_HI)
+    dd = jnp.sum(d * d, axis=-1)
+    eye = jnp.eye(3, dtype=d.dtype)[None]
+    ic = iw + m[:, None, None] * (dd[:, None, None] * eye - d[:, :, None] * d[:, None, :])
+    six = jnp.stack([ic[:, 0, 0], ic[:, 1, 1], ic[:, 2, 2], ic[:, 0, 1], ic[:, 0, 2], ic[:, 1, 2]], axis=-1)
+    return jnp.concatenate([six, m[:, None] * d, m[:, None]], axis=-1)
+
+
+def _dof_axes(lin_point: jax.Array, ang: jax.Array) -> jax.Array:
+    """Motion axes [a; a × lin_point] of rotations about `ang` through a point at offset -lin_point."""
+    return jnp.concatenate([ang, jnp.cross(ang, lin_point)], axis=-1)
+
+
+def cdof(sys: System, fr: Frames, com: jax.Array) -> jax.Array:
+    """(nv, 6) com-based motion axis of every dof."""
+    st = structure(sys)
+    dtype = fr.xpos.dtype
+    out = jnp.zeros((sys.nv, 6), dtype)
+    c = com[st.root]  # per body
+
+    for t in (JNT_HINGE, JNT_SLIDE):
+        js = st.jnt_of_type[t]
+        if js.size:
+            a = fr.xaxis[js]
+            if t == JNT_HINGE:
+                val = _dof_axes(c[st.jnt_body[js]] - fr.xanchor[js], a)
+            else:
+                val = jnp.concatenate([jnp.zeros_like(a), a], axis=-1)
+            out = out.at[st.jnt_dofs[t]].set(val)
+
+    for t in (JNT_BALL, JNT_FREE):
+        js = st.jnt_of_type[t]
+        if not js.size:
+            continue
+        b = st.jnt_body[js]
+        # rotational dofs turn about the body's current local axes (columns of xmat)
+        axes = jnp.swapaxes(quat_to_mat(fr.xquat[b]), -1, -2)  # (n, k, xyz)
+        off = (c[b] - fr.xanchor[js])[:, None, :]
+        rot = _dof_axes(jnp.broadcast_to(off, axes.shape), axes)
+        dofs = st.jnt_dofs[t]
+        if t == JNT_BALL:
+            out = out.at[dofs].set(rot)
+        else:
+            eye = jnp.broadcast_to(jnp.eye(3, dtype=dtype), (js.size, 3, 3))
+            trans = jnp.concatenate([jnp.zeros_like(eye), eye], axis=-1)
+            out = out.at[dofs[:, :3]].set(trans).at[dofs[:, 3:]].set(rot)
+    return out
+
+
+def mass_matrix(sys: System, cinert_: jax.Array, cdof_: jax.Array) -> jax.Array:
+    """(nv, nv) joint-space inertia by composite rigid bodies, plus armature on the diagonal."""
+    st = structure(sys)
+    crb = mm(jnp.asarray(st.subtree), cinert_)  # composite inertia of each subtree (same frame)
+    f = inertia_mul(crb[st.dof_body], cdof_)  # (nv, 6) crb_body(i) · cdof_i
+    # M[i, j] = cdof_j · crb_body(i) · cdof_i for j an ancestor of i (or i); zero across branches
+    low = jnp.where(jnp.asarray(st.dof_anc), mm(f, cdof_.T), 0.0)
+    m = low + low.T - jnp.diag(jnp.diag(low))
+    return m + jnp.diag(sys.dof_armature)
+
+
+def com_vel(sys: System, cdof_: jax.Array, qd: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Body velocities cvel (nbody, 6) and dof axis derivatives cdof_dot (nv, 6)."""
+    st = structure(sys)
+    vel = cdof_ * qd[:, None]
+    cvel = mm(jnp.asarray(st.body_dof), vel)
+    before = mm(jnp.asarray(st.dof_before), vel)
+    return cvel, cross_motion(before, cdof_)

@@ -1,0 +1,204 @@
+"""MJCF -> `System`: MuJoCo compiles the model, we check the supported subset and convert."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from brax_physics._src.system import (
+    BIAS_AFFINE,
+    BIAS_NONE,
+    INT_EULER,
+    INT_IMPLICITFAST,
+    INT_RK4,
+    JNT_BALL,
+    JNT_FREE,
+    JNT_HINGE,
+    JNT_SLIDE,
+    Options,
+    System,
+)
+
+_ENBL_SLEEP = 1 << 4
+_INTEGRATOR_NAMES = {0: "Euler", 1: "RK4", 2: "implicit", 3: "implicitfast", 4: "discrete"}
+_DYN_NAMES = {0: "none", 1: "integrator", 2: "filter", 3: "filterexact", 4: "muscle", 5: "dcmotor", 6: "pid",
+              7: "user"}
+_GAIN_NAMES = {0: "fixed", 1: "affine", 2: "muscle", 3: "dcmotor", 4: "so3", 5: "pid", 6: "user"}
+_BIAS_NAMES = {0: "none", 1: "affine", 2: "muscle", 3: "dcmotor", 4: "so3", 5: "user"}
+_TRN_NAMES = {0: "joint", 1: "jointinparent", 2: "slidercrank", 3: "tendon", 4: "site", 5: "body", 6: "so3"}
+
+
+def load_mjcf(path_or_xml: str | os.PathLike[str]) -> System:
+    """Compile MJCF (an XML string starting with '<', or a file path) into a `System`.
+
+    Paths are loaded with `mujoco.MjModel.from_xml_path`, so includes and assets resolve
+    relative to the file. Raises `ValueError` naming the element for unsupported features.
+    """
+    if isinstance(path_or_xml, str) and path_or_xml.lstrip().startswith("<"):
+        m = mujoco.MjModel.from_xml_string(path_or_xml)
+    else:
+        m = mujoco.MjModel.from_xml_path(os.fspath(path_or_xml))
+    return from_mjmodel(m)
+
+
+def _namer(m: Any, obj: Any, kind: str) -> Callable[[int], str]:
+    def name(i: int) -> str:
+        n = mujoco.mj_id2name(m, obj, i)
+        return f"{kind} '{n}'" if n else f"{kind} #{i}"
+
+    return name
+
+
+def _names(m: Any, obj: Any, count: int) -> tuple[str, ...]:
+    return tuple(mujoco.mj_id2name(m, obj, i) or "" for i in range(count))
+
+
+def unsupported(m: Any) -> list[str]:
+    """Messages for every feature of MjModel `m` outside the supported subset (empty if none)."""
+    errs: list[str] = []
+    obj = mujoco.mjtObj
+    for count, o, kind, tag, what in (
+        (m.ntendon, obj.mjOBJ_TENDON, "tendon", "tendon", "tendons are not supported"),
+        (m.neq, obj.mjOBJ_EQUALITY, "equality", "equality", "equality constraints are not supported"),
+        (m.nflex, obj.mjOBJ_FLEX, "flex", "flex", "flexes are not supported"),
+        (m.nplugin, obj.mjOBJ_PLUGIN, "plugin", "plugin", "plugins are not supported"),
+    ):
+        name = _namer(m, o, kind)
+        errs += [f"{name(i)} (<{tag}>): {what}" for i in range(count)]
+
+    body = _namer(m, obj.mjOBJ_BODY, "body")
+    for b in range(m.nbody):
+        if m.body_gravcomp[b] != 0:
+            errs.append(f"{body(b)}: gravcomp={m.body_gravcomp[b]:g} is not supported")
+        if m.body_mocapid[b] >= 0:
+            errs.append(f"{body(b)}: mocap bodies are not supported")
+
+    jnt = _namer(m, obj.mjOBJ_JOINT, "joint")
+    for j in range(m.njnt):
+        t = int(m.jnt_type[j])
+        if t in (JNT_BALL, JNT_FREE) and m.jnt_stiffness[j] != 0:
+            kind = "ball" if t == JNT_BALL else "free"
+            errs.append(f"{jnt(j)}: stiffness on a {kind} joint is not supported")
+        if m.jnt_limited[j]:
+            errs.append(f"{jnt(j)}: limited=true (range) is not supported yet (joint limits are constraints)")
+        if np.any(m.jnt_stiffnesspoly[j] != 0) or m.jnt_springyield[j] != 0:
+            errs.append(f"{jnt(j)}: nonlinear or plastic springs are not supported")
+        if m.jnt_actfrclimited[j]:
+            errs.append(f"{jnt(j)}: actuatorfrcrange is not supported")
+        if t == JNT_FREE and m.body_jntnum[m.jnt_bodyid[j]] != 1:
+            errs.append(f"{jnt(j)}: a free joint must be the only joint of its body")
+        dofs = range(m.jnt_dofadr[j], m.jnt_dofadr[j] + {JNT_FREE: 6, JNT_BALL: 3}.get(t, 1))
+        if any(m.dof_frictionloss[d] > 0 for d in dofs):
+            errs.append(f"{jnt(j)}: frictionloss is not supported yet (friction loss is a constraint)")
+        if any(np.any(m.dof_dampingpoly[d] != 0) for d in dofs):
+            errs.append(f"{jnt(j)}: nonlinear damping is not supported")
+
+    act = _namer(m, obj.mjOBJ_ACTUATOR, "actuator")
+    for i in range(m.nu):
+        dyn, gain, bias, trn = (int(m.actuator_dyntype[i]), int(m.actuator_gaintype[i]),
+                                int(m.actuator_biastype[i]), int(m.actuator_trntype[i]))
+        a = act(i)
+        if dyn != 0:
+            errs.append(f"{a}: dyntype={_DYN_NAMES.get(dyn, dyn)} is not supported (only dyntype none)")
+        if gain != 0:
+            errs.append(f"{a}: gaintype={_GAIN_NAMES.get(gain, gain)} is not supported (only gaintype fixed)")
+        if bias not in (BIAS_NONE, BIAS_AFFINE):
+            errs.append(f"{a}: biastype={_BIAS_NAMES.get(bias, bias)} is not supported (only none, affine)")
+        if trn != 0:
+            errs.append(f"{a}: trntype={_TRN_NAMES.get(trn, trn)} is not supported (only joint transmission)")
+        elif m.jnt_type[m.actuator_trnid[i, 0]] not in (JNT_HINGE, JNT_SLIDE):
+            errs.append(f"{act(i)}: joint transmission on a ball or free joint is not supported")
+        if m.actuator_damping[i] != 0 or m.actuator_armature[i] != 0:
+            errs.append(f"{act(i)}: actuator damping/armature is not supported")
+        if m.actuator_delay[i] != 0 or np.any(m.actuator_history[i] != 0):
+            errs.append(f"{act(i)}: actuator delay/history is not supported")
+        if np.any(m.actuator_dampingpoly[i] != 0):
+            errs.append(f"{act(i)}: nonlinear actuator damping is not supported")
+
+    opt = m.opt
+    if opt.integrator not in (INT_EULER, INT_RK4, INT_IMPLICITFAST):
+        integ = _INTEGRATOR_NAMES.get(opt.integrator, opt.integrator)
+        errs.append(f"option: integrator={integ} is not supported (Euler, RK4, implicitfast)")
+    if opt.integrator == INT_IMPLICITFAST and np.any(m.jnt_type == JNT_FREE):
+        # MuJoCo 4.0 adds gyroscopic derivative terms for free bodies under implicitfast (not implemented)
+        errs.append("option: integrator=implicitfast with a free joint is not supported (use Euler or RK4)")
+    if opt.density != 0 or opt.viscosity != 0:
+        errs.append("option: density/viscosity (fluid forces) are not supported")
+    if opt.enableflags & _ENBL_SLEEP:
+        errs.append("option: flag sleep is not supported")
+    if opt.disableactuator != 0:
+        errs.append("option: actuatorgroupdisable is not supported")
+    return errs
+
+
+def _f32(x: Any) -> Any:
+    return jnp.asarray(np.asarray(x, dtype=np.float32))
+
+
+def _ints(x: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in np.asarray(x).reshape(-1))
+
+
+def _bools(x: Any) -> tuple[bool, ...]:
+    return tuple(bool(v) for v in np.asarray(x).reshape(-1))
+
+
+def from_mjmodel(m: Any) -> System:
+    """Convert a compiled `mujoco.MjModel` into a `System` (ValueError if unsupported)."""
+    errs = unsupported(m)
+    if errs:
+        raise ValueError("unsupported MJCF: " + "; ".join(errs))
+    o = m.opt
+    opt = Options(
+        timestep=_f32(o.timestep), gravity=_f32(o.gravity), impratio=_f32(o.impratio),
+        integrator=int(o.integrator), disableflags=int(o.disableflags), enableflags=int(o.enableflags),
+        cone=int(o.cone), solver=int(o.solver), iterations=int(o.iterations),
+        ls_iterations=int(o.ls_iterations), tolerance=float(o.tolerance), ls_tolerance=float(o.ls_tolerance),
+    )
+    obj = mujoco.mjtObj
+    return System(
+        opt=opt,
+        body_pos=_f32(m.body_pos), body_quat=_f32(m.body_quat), body_ipos=_f32(m.body_ipos),
+        body_iquat=_f32(m.body_iquat), body_mass=_f32(m.body_mass), body_inertia=_f32(m.body_inertia),
+        body_invweight0=_f32(m.body_invweight0),
+        jnt_pos=_f32(m.jnt_pos), jnt_axis=_f32(m.jnt_axis), jnt_range=_f32(m.jnt_range),
+        jnt_stiffness=_f32(m.jnt_stiffness), jnt_margin=_f32(m.jnt_margin), jnt_solref=_f32(m.jnt_solref),
+        jnt_solimp=_f32(m.jnt_solimp),
+        qpos0=_f32(m.qpos0), qpos_spring=_f32(m.qpos_spring),
+        dof_damping=_f32(m.dof_damping), dof_armature=_f32(m.dof_armature),
+        dof_frictionloss=_f32(m.dof_frictionloss), dof_solref=_f32(m.dof_solref),
+        dof_solimp=_f32(m.dof_solimp),
+        dof_invweight0=_f32(m.dof_invweight0),
+        geom_size=_f32(m.geom_size), geom_pos=_f32(m.geom_pos), geom_quat=_f32(m.geom_quat),
+        geom_friction=_f32(m.geom_friction), geom_rgba=_f32(m.geom_rgba), geom_margin=_f32(m.geom_margin),
+        geom_gap=_f32(m.geom_gap), geom_solref=_f32(m.geom_solref), geom_solimp=_f32(m.geom_solimp),
+        geom_solmix=_f32(m.geom_solmix), geom_rbound=_f32(m.geom_rbound),
+        actuator_gear=_f32(m.actuator_gear.reshape(m.nu, 6)),
+        actuator_gainprm=_f32(m.actuator_gainprm.reshape(m.nu, mujoco.mjNGAIN)),
+        actuator_biasprm=_f32(m.actuator_biasprm.reshape(m.nu, mujoco.mjNBIAS)),
+        actuator_ctrlrange=_f32(m.actuator_ctrlrange.reshape(m.nu, 2)),
+        actuator_forcerange=_f32(m.actuator_forcerange.reshape(m.nu, 2)),
+        nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
+        body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),
+        body_weldid=_ints(m.body_weldid),
+        body_jntnum=_ints(m.body_jntnum), body_jntadr=_ints(m.body_jntadr), body_dofnum=_ints(m.body_dofnum),
+        body_dofadr=_ints(m.body_dofadr),
+        jnt_type=_ints(m.jnt_type), jnt_qposadr=_ints(m.jnt_qposadr), jnt_dofadr=_ints(m.jnt_dofadr),
+        jnt_bodyid=_ints(m.jnt_bodyid), jnt_limited=_bools(m.jnt_limited),
+        dof_bodyid=_ints(m.dof_bodyid), dof_jntid=_ints(m.dof_jntid), dof_parentid=_ints(m.dof_parentid),
+        geom_type=_ints(m.geom_type), geom_bodyid=_ints(m.geom_bodyid), geom_contype=_ints(m.geom_contype),
+        geom_conaffinity=_ints(m.geom_conaffinity), geom_condim=_ints(m.geom_condim),
+        geom_priority=_ints(m.geom_priority), geom_dataid=_ints(m.geom_dataid),
+        actuator_trntype=_ints(m.actuator_trntype),
+        actuator_trnid=tuple((int(a), int(b)) for a, b in np.asarray(m.actuator_trnid).reshape(m.nu, 2)),
+        actuator_dyntype=_ints(m.actuator_dyntype), actuator_gaintype=_ints(m.actuator_gaintype),
+        actuator_biastype=_ints(m.actuator_biastype), actuator_ctrllimited=_bools(m.actuator_ctrllimited),
+        actuator_forcelimited=_bools(m.actuator_forcelimited),
+        body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),
+        geom_names=_names(m, obj.mjOBJ_GEOM, m.ngeom), actuator_names=_names(m, obj.mjOBJ_ACTUATOR, m.nu),
+    )

@@ -1,0 +1,74 @@
+"""`State`: the simulation state and the quantities derived from it, as a JAX pytree."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+from brax_math import Motion, Transform
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class State:
+    """Dynamic state of a `System` (all leaves).
+
+    Position-stage fields (`x`, `xanchor` ... `mass_matrix_factor`) and `xd` always describe the
+    current `q`/`qd`. Force and acceleration fields (`qfrc_*`, `actuator_force`, `qacc*`, `ctrl`)
+    describe the transition that produced this state: after `step` they were evaluated at the
+    previous `q`/`qd` with the control passed to `step` (as MuJoCo's `mjData` after `mj_step`);
+    after `init` they are evaluated at the initial `q`/`qd` with zero control.
+    Frames are MuJoCo's: arrays indexed by body include the world body 0.
+    """
+
+    q: jax.Array
+    """(nq,) generalized positions (MuJoCo qpos)."""
+    qd: jax.Array
+    """(nv,) generalized velocities (MuJoCo qvel)."""
+    x: Transform
+    """(nbody,) body frames in the world (MuJoCo xpos, xquat)."""
+    xd: Motion
+    """(nbody,) body velocities: world-frame angular velocity and linear velocity of the body origin."""
+    time: jax.Array
+    """() simulation time."""
+    ctrl: jax.Array
+    """(nu,) control of the last transition, after ctrlrange clamping."""
+    xanchor: jax.Array
+    """(njnt, 3) joint anchors in the world."""
+    xaxis: jax.Array
+    """(njnt, 3) joint axes in the world (hinge and slide)."""
+    xipos: jax.Array
+    """(nbody, 3) body centers of mass in the world."""
+    ximat: jax.Array
+    """(nbody, 3, 3) inertial frame orientations (columns are principal axes)."""
+    geom_xpos: jax.Array
+    """(ngeom, 3) geom positions in the world."""
+    geom_xmat: jax.Array
+    """(ngeom, 3, 3) geom orientations."""
+    subtree_com: jax.Array
+    """(nbody, 3) center of mass of each body's subtree."""
+    cinert: jax.Array
+    """(nbody, 10) com-based inertia (Ixx, Iyy, Izz, Ixy, Ixz, Iyz, m·offset, m), MuJoCo layout."""
+    cdof: jax.Array
+    """(nv, 6) com-based motion axis of each dof [angular; linear]."""
+    mass_matrix: jax.Array
+    """(nv, nv) joint-space inertia including armature."""
+    mass_matrix_factor: jax.Array
+    """(nv, nv) lower Cholesky factor L of `mass_matrix` (L Lᵀ = M)."""
+    actuator_force: jax.Array
+    """(nu,) actuator forces after forcerange clamping."""
+    qfrc_bias: jax.Array
+    """(nv,) Coriolis, centrifugal and gravity forces (c in M qacc + c = f)."""
+    qfrc_passive: jax.Array
+    """(nv,) spring and damper forces."""
+    qfrc_actuator: jax.Array
+    """(nv,) actuator forces in joint space."""
+    qacc_smooth: jax.Array
+    """(nv,) acceleration without constraints."""
+    qacc: jax.Array
+    """(nv,) acceleration used by the integrator (equals qacc_smooth until constraints exist)."""
+
+    def replace(self, **changes: Any) -> State:
+        """Copy with the given fields replaced."""
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,256 @@
+"""`System` and `Options`: a MuJoCo model as a JAX pytree.
+
+Type codes and tree structure are static (tuples, hashable, part of the treedef), so jit
+specializes on them; physical parameters are float32 array leaves, so they can be replaced
+(`sys.replace(body_mass=...)`) and batched under `vmap` without recompiling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+
+# Joint type codes (mjtJoint).
+JNT_FREE = 0
+JNT_BALL = 1
+JNT_SLIDE = 2
+JNT_HINGE = 3
+
+# Integrator codes (mjtIntegrator).
+INT_EULER = 0
+INT_RK4 = 1
+INT_IMPLICIT = 2
+INT_IMPLICITFAST = 3
+
+# Disable-flag bits (mjtDisableBit) that change the smooth dynamics implemented here.
+DSBL_SPRING = 1 << 5
+DSBL_DAMPER = 1 << 6
+DSBL_GRAVITY = 1 << 7
+DSBL_CLAMPCTRL = 1 << 8
+DSBL_ACTUATION = 1 << 11
+DSBL_EULERDAMP = 1 << 15
+
+# Actuator bias type codes (mjtBias).
+BIAS_NONE = 0
+BIAS_AFFINE = 1
+
+
+def _static(**kwargs: Any) -> Any:
+    return dataclasses.field(metadata={"static": True}, **kwargs)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Simulation options (MuJoCo `mjOption` subset): leaves `timestep`, `gravity`, `impratio`."""
+
+    timestep: jax.Array
+    """() integration step in seconds."""
+    gravity: jax.Array
+    """(3,) gravitational acceleration in the world frame."""
+    impratio: jax.Array
+    """() friction-to-normal impedance ratio (used by the contact solver)."""
+    integrator: int = _static()
+    """mjtIntegrator code: 0 Euler, 1 RK4, 3 implicitfast."""
+    disableflags: int = _static()
+    """mjtDisableBit mask."""
+    enableflags: int = _static()
+    """mjtEnableBit mask."""
+    cone: int = _static()
+    """mjtCone code: 0 pyramidal, 1 elliptic."""
+    solver: int = _static()
+    """mjtSolver code: 0 PGS, 1 CG, 2 Newton."""
+    iterations: int = _static()
+    """Maximum constraint-solver iterations."""
+    ls_iterations: int = _static()
+    """Maximum line-search iterations."""
+    tolerance: float = _static()
+    """Solver tolerance."""
+    ls_tolerance: float = _static()
+    """Line-search tolerance."""
+
+    def replace(self, **changes: Any) -> Options:
+        """Copy with the given fields replaced."""
+        return dataclasses.replace(self, **changes)
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class System:
+    """A compiled MJCF model; field names and meanings mirror `mujoco.MjModel`.
+
+    Index/type fields are static tuples; physical parameters are float32 `jax.Array` leaves
+    with MuJoCo's shapes (e.g. `body_mass` (nbody,), `jnt_axis` (njnt, 3)). Body 0 is the world.
+    Angles are radians (the MJCF compiler already converted degrees).
+    """
+
+    # ---- physical parameters (leaves) ----
+    opt: Options
+    """Simulation options."""
+    body_pos: jax.Array
+    """(nbody, 3) body frame position in the parent frame."""
+    body_quat: jax.Array
+    """(nbody, 4) body frame orientation in the parent frame, (w, x, y, z)."""
+    body_ipos: jax.Array
+    """(nbody, 3) inertial frame (center of mass) position in the body frame."""
+    body_iquat: jax.Array
+    """(nbody, 4) inertial frame orientation in the body frame."""
+    body_mass: jax.Array
+    """(nbody,) mass."""
+    body_inertia: jax.Array
+    """(nbody, 3) principal moments of inertia in the inertial frame."""
+    body_invweight0: jax.Array
+    """(nbody, 2) mean inverse inertia (translation, rotation) at qpos0, from MuJoCo."""
+    jnt_pos: jax.Array
+    """(njnt, 3) joint anchor in the body frame."""
+    jnt_axis: jax.Array
+    """(njnt, 3) joint axis in the body frame (hinge and slide)."""
+    jnt_range: jax.Array
+    """(njnt, 2) joint limits."""
+    jnt_stiffness: jax.Array
+    """(njnt,) joint spring stiffness."""
+    jnt_margin: jax.Array
+    """(njnt,) limit margin."""
+    jnt_solref: jax.Array
+    """(njnt, 2) limit solref."""
+    jnt_solimp: jax.Array
+    """(njnt, 5) limit solimp."""
+    qpos0: jax.Array
+    """(nq,) reference configuration (joint `ref`)."""
+    qpos_spring: jax.Array
+    """(nq,) spring rest configuration (joint `springref`)."""
+    dof_damping: jax.Array
+    """(nv,) viscous damping."""
+    dof_armature: jax.Array
+    """(nv,) armature inertia added to the mass-matrix diagonal."""
+    dof_frictionloss: jax.Array
+    """(nv,) dry friction loss."""
+    dof_solref: jax.Array
+    """(nv, 2) friction-loss solref."""
+    dof_solimp: jax.Array
+    """(nv, 5) friction-loss solimp."""
+    dof_invweight0: jax.Array
+    """(nv,) mean inverse inertia at qpos0, from MuJoCo."""
+    geom_size: jax.Array
+    """(ngeom, 3) geom size parameters."""
+    geom_pos: jax.Array
+    """(ngeom, 3) geom position in the body frame."""
+    geom_quat: jax.Array
+    """(ngeom, 4) geom orientation in the body frame."""
+    geom_friction: jax.Array
+    """(ngeom, 3) sliding, torsional, rolling friction."""
+    geom_rgba: jax.Array
+    """(ngeom, 4) color."""
+    geom_margin: jax.Array
+    """(ngeom,) contact margin."""
+    geom_gap: jax.Array
+    """(ngeom,) contact gap."""
+    geom_solref: jax.Array
+    """(ngeom, 2) contact solref."""
+    geom_solimp: jax.Array
+    """(ngeom, 5) contact solimp."""
+    geom_solmix: jax.Array
+    """(ngeom,) solref/solimp mixing weight."""
+    geom_rbound: jax.Array
+    """(ngeom,) bounding-sphere radius."""
+    actuator_gear: jax.Array
+    """(nu, 6) transmission gear; only gear[:, 0] matters for joint transmission."""
+    actuator_gainprm: jax.Array
+    """(nu, 10) gain parameters (gaintype fixed: gain = gainprm[0])."""
+    actuator_biasprm: jax.Array
+    """(nu, 10) bias parameters (biastype affine: b0 + b1*length + b2*velocity)."""
+    actuator_ctrlrange: jax.Array
+    """(nu, 2) control range, applied where `actuator_ctrllimited`."""
+    actuator_forcerange: jax.Array
+    """(nu, 2) force range, applied where `actuator_forcelimited`."""
+
+    # ---- sizes, structure and type codes (static) ----
+    nq: int = _static()
+    """Number of position coordinates."""
+    nv: int = _static()
+    """Number of degrees of freedom."""
+    nu: int = _static()
+    """Number of actuators."""
+    nbody: int = _static()
+    """Number of bodies, including the world body 0."""
+    njnt: int = _static()
+    """Number of joints."""
+    ngeom: int = _static()
+    """Number of geoms."""
+    body_parentid: tuple[int, ...] = _static()
+    """Parent body id (world's parent is itself)."""
+    body_rootid: tuple[int, ...] = _static()
+    """Id of the body's ancestor that is a child of the world."""
+    body_weldid: tuple[int, ...] = _static()
+    """Id of the top body of the body's rigid (joint-free) group."""
+    body_jntnum: tuple[int, ...] = _static()
+    """Number of joints of each body."""
+    body_jntadr: tuple[int, ...] = _static()
+    """First joint id of each body (-1 if none)."""
+    body_dofnum: tuple[int, ...] = _static()
+    """Number of dofs of each body."""
+    body_dofadr: tuple[int, ...] = _static()
+    """First dof id of each body (-1 if none)."""
+    jnt_type: tuple[int, ...] = _static()
+    """mjtJoint code: 0 free, 1 ball, 2 slide, 3 hinge."""
+    jnt_qposadr: tuple[int, ...] = _static()
+    """First position coordinate of each joint."""
+    jnt_dofadr: tuple[int, ...] = _static()
+    """First dof of each joint."""
+    jnt_bodyid: tuple[int, ...] = _static()
+    """Body of each joint."""
+    jnt_limited: tuple[bool, ...] = _static()
+    """Whether the joint range is enforced."""
+    dof_bodyid: tuple[int, ...] = _static()
+    """Body of each dof."""
+    dof_jntid: tuple[int, ...] = _static()
+    """Joint of each dof."""
+    dof_parentid: tuple[int, ...] = _static()
+    """Parent dof in the kinematic tree (-1 for none)."""
+    geom_type: tuple[int, ...] = _static()
+    """mjtGeom code."""
+    geom_bodyid: tuple[int, ...] = _static()
+    """Body of each geom."""
+    geom_contype: tuple[int, ...] = _static()
+    """Contact type bitmask."""
+    geom_conaffinity: tuple[int, ...] = _static()
+    """Contact affinity bitmask."""
+    geom_condim: tuple[int, ...] = _static()
+    """Contact dimensionality."""
+    geom_priority: tuple[int, ...] = _static()
+    """Contact parameter priority."""
+    geom_dataid: tuple[int, ...] = _static()
+    """Mesh/hfield id (-1 for primitives)."""
+    actuator_trntype: tuple[int, ...] = _static()
+    """mjtTrn code (only 0, joint, is supported)."""
+    actuator_trnid: tuple[tuple[int, int], ...] = _static()
+    """Transmission target ids; [i][0] is the joint."""
+    actuator_dyntype: tuple[int, ...] = _static()
+    """mjtDyn code (only 0, none, is supported)."""
+    actuator_gaintype: tuple[int, ...] = _static()
+    """mjtGain code (only 0, fixed, is supported)."""
+    actuator_biastype: tuple[int, ...] = _static()
+    """mjtBias code: 0 none, 1 affine."""
+    actuator_ctrllimited: tuple[bool, ...] = _static()
+    """Whether ctrl is clamped to `actuator_ctrlrange`."""
+    actuator_forcelimited: tuple[bool, ...] = _static()
+    """Whether the force is clamped to `actuator_forcerange`."""
+    body_names: tuple[str, ...] = _static()
+    """Body names ('' if unnamed)."""
+    jnt_names: tuple[str, ...] = _static()
+    """Joint names ('' if unnamed)."""
+    geom_names: tuple[str, ...] = _static()
+    """Geom names ('' if unnamed)."""
+    actuator_names: tuple[str, ...] = _static()
+    """Actuator names ('' if unnamed)."""
+
+    @property
+    def dt(self) -> jax.Array:
+        """() the integration timestep `opt.timestep`."""
+        return self.opt.timestep
+
+    def replace(self, **changes: Any) -> System:
+        """Copy with the given fields replaced, e.g. `sys.replace(body_mass=m)`."""
+        return dataclasses.replace(self, **changes)

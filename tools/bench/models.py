@@ -1,0 +1,98 @@
+"""Benchmark models, written for brax-* with the standard envs' dimensions.
+
+Contact-free variants (contype/conaffinity 0, no joint limits) so the same model runs on every
+backend while the contact solver is not in the comparison.
+"""
+
+from __future__ import annotations
+
+# Reacher: two 0.1 m links with 0.01 m capsule radius, hinge joints, gear 200 motors, timestep
+# 0.01 as in the standard reacher (limits dropped: contact-free pipeline comparison).
+REACHER = """
+<mujoco model="reacher">
+  <compiler angle="radian" inertiafromgeom="true"/>
+  <default>
+    <joint armature="1" damping="1"/>
+    <geom contype="0" conaffinity="0" friction="1 0.1 0.1" rgba="0.7 0.7 0 1"/>
+  </default>
+  <option gravity="0 0 -9.81" integrator="Euler" timestep="0.01"/>
+  <worldbody>
+    <body name="body0" pos="0 0 .01">
+      <geom fromto="0 0 0 0.1 0 0" name="link0" rgba="0.0 0.4 0.6 1" size=".01" type="capsule"/>
+      <joint axis="0 0 1" name="joint0" pos="0 0 0" type="hinge"/>
+      <body name="body1" pos="0.1 0 0">
+        <joint axis="0 0 1" name="joint1" pos="0 0 0" type="hinge"/>
+        <geom fromto="0 0 0 0.1 0 0" name="link1" rgba="0.0 0.4 0.6 1" size=".01" type="capsule"/>
+        <body name="fingertip" pos="0.11 0 0">
+          <geom name="fingertip" pos="0 0 0" rgba="0.0 0.8 0.6 1" size=".01" type="sphere"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor ctrllimited="true" ctrlrange="-1.0 1.0" gear="200.0" joint="joint0"/>
+    <motor ctrllimited="true" ctrlrange="-1.0 1.0" gear="200.0" joint="joint1"/>
+  </actuator>
+</mujoco>
+"""
+
+# Swimmer-like chain: planar root (two slides and a hinge) plus two hinged 1 m capsule links,
+# gear 150 motors, timestep 0.01; the viscous medium of the standard swimmer is left out.
+SWIMMER = """
+<mujoco model="swimmer">
+  <compiler angle="degree" inertiafromgeom="true"/>
+  <option integrator="Euler" timestep="0.01" gravity="0 0 0"/>
+  <default>
+    <geom contype="0" conaffinity="0" density="1000" rgba="0.8 0.6 0.4 1"/>
+    <joint armature="0.1" damping="0.1"/>
+  </default>
+  <worldbody>
+    <body name="torso" pos="0 0 0">
+      <geom density="1000" fromto="1.5 0 0 0.5 0 0" size="0.1" type="capsule"/>
+      <joint axis="1 0 0" name="slider1" pos="0 0 0" type="slide"/>
+      <joint axis="0 1 0" name="slider2" pos="0 0 0" type="slide"/>
+      <joint axis="0 0 1" name="free_body_rot" pos="0 0 0" type="hinge"/>
+      <body name="mid" pos="0.5 0 0">
+        <geom density="1000" fromto="0 0 0 -1 0 0" size="0.1" type="capsule"/>
+        <joint axis="0 0 1" name="motor1_rot" pos="0 0 0" type="hinge"/>
+        <body name="back" pos="-1 0 0">
+          <geom density="1000" fromto="0 0 0 -1 0 0" size="0.1" type="capsule"/>
+          <joint axis="0 0 1" name="motor2_rot" pos="0 0 0" type="hinge"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor ctrllimited="true" ctrlrange="-1 1" gear="150.0" joint="motor1_rot"/>
+    <motor ctrllimited="true" ctrlrange="-1 1" gear="150.0" joint="motor2_rot"/>
+  </actuator>
+</mujoco>
+"""
+
+# A 7-link spatial chain hanging under gravity (hinges about alternating axes), timestep 0.002:
+# deeper trees make the tree traversals and the mass matrix dominate.
+CHAIN7 = """
+<mujoco model="chain7">
+  <option timestep="0.002"/>
+  <default>
+    <geom type="capsule" size="0.04" contype="0" conaffinity="0"/>
+    <joint type="hinge" damping="0.05" armature="0.01"/>
+  </default>
+  <worldbody>
+    <body name="l1" pos="0 0 2"><joint axis="1 0 0"/><geom fromto="0 0 0 0 0 -0.25"/>
+    <body name="l2" pos="0 0 -0.25"><joint axis="0 1 0"/><geom fromto="0 0 0 0 0 -0.25"/>
+    <body name="l3" pos="0 0 -0.25"><joint axis="1 0 0"/><geom fromto="0 0 0 0 0 -0.25"/>
+    <body name="l4" pos="0 0 -0.25"><joint axis="0 1 0"/><geom fromto="0 0 0 0 0 -0.25"/>
+    <body name="l5" pos="0 0 -0.25"><joint axis="1 0 0"/><geom fromto="0 0 0 0 0 -0.25"/>
+    <body name="l6" pos="0 0 -0.25"><joint axis="0 1 0"/><geom fromto="0 0 0 0 0 -0.25"/>
+    <body name="l7" pos="0 0 -0.25"><joint axis="1 0 0"/><geom fromto="0 0 0 0 0 -0.25"/>
+    </body></body></body></body></body></body></body>
+  </worldbody>
+  <actuator>
+    <motor joint="joint0" gear="10" ctrlrange="-1 1"/>
+  </actuator>
+</mujoco>
+""".replace('<joint axis="1 0 0"/><geom fromto="0 0 0 0 0 -0.25"/>\n    <body name="l2"',
+            '<joint name="joint0" axis="1 0 0"/><geom fromto="0 0 0 0 0 -0.25"/>\n    <body name="l2"', 1)
+
+MODELS: dict[str, str] = {"reacher": REACHER, "swimmer": SWIMMER, "chain7": CHAIN7}

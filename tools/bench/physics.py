@@ -1,0 +1,166 @@
+"""Physics throughput: brax-physics next to Google's brax (generalized, MJX) and MuJoCo C.
+
+Prints one JSON line per (model, backend, batch): physics steps per second (a jitted `lax.scan`
+over a vmapped step; median of `--repeats` timed runs after a warm-up), compile time, the XLA
+buffer footprint of the compiled rollout, and `ours_over_this`, our throughput divided by that
+backend's. Run with `hatch run bench:physics [--models reacher,swimmer] [--batches 1,128,1024]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from models import MODELS  # noqa: E402
+
+Result = dict[str, Any]
+
+
+def _controls(nu: int, batch: int) -> np.ndarray:
+    """Fixed per-env controls in [-1, 1]: every backend sees the same inputs."""
+    return np.random.default_rng(0).uniform(-1.0, 1.0, size=(batch, nu)).astype(np.float32)
+
+
+def _time_jax(rollout: Callable[..., Any], args: tuple[Any, ...], repeats: int) -> tuple[float, float, int]:
+    """Compile seconds, median run seconds and XLA buffer bytes of `jit(rollout)(*args)`."""
+    t0 = time.perf_counter()
+    compiled = jax.jit(rollout).lower(*args).compile()
+    compile_s = time.perf_counter() - t0
+    mem = compiled.memory_analysis()
+    peak = 0
+    if mem is not None:
+        peak = int(mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes)
+    jax.block_until_ready(compiled(*args))
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        runs.append(time.perf_counter() - t0)
+    return compile_s, statistics.median(runs), peak
+
+
+def bench_ours(xml: str, batch: int, steps: int, repeats: int) -> tuple[float, float, int]:
+    """brax-physics generalized pipeline."""
+    import brax_physics as bp
+
+    sys_ = bp.load_mjcf(xml)
+    state = jax.vmap(lambda _: bp.init(sys_))(jnp.arange(batch))
+    ctrl = jnp.asarray(_controls(sys_.nu, batch))
+
+    def rollout(state: Any, ctrl: jax.Array) -> Any:
+        def body(s: Any, _: None) -> tuple[Any, None]:
+            return jax.vmap(lambda st, u: bp.step(sys_, st, u))(s, ctrl), None
+
+        return jax.lax.scan(body, state, None, length=steps)[0].q
+
+    return _time_jax(rollout, (state, ctrl), repeats)
+
+
+def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str) -> tuple[float, float, int]:
+    """Google brax's `generalized`, `positional`, `spring` or `mjx` pipeline."""
+    import importlib
+
+    from brax.io import mjcf
+
+    pipeline = importlib.import_module(f"brax.{backend}.pipeline")
+    sys_ = mjcf.loads(xml)
+    q = jnp.asarray(sys_.init_q)
+    qd = jnp.zeros(sys_.qd_size())
+    state = jax.vmap(lambda _: pipeline.init(sys_, q, qd))(jnp.arange(batch))
+    ctrl = jnp.asarray(_controls(sys_.act_size(), batch))
+
+    def rollout(state: Any, ctrl: jax.Array) -> Any:
+        def body(s: Any, _: None) -> tuple[Any, None]:
+            return jax.vmap(lambda st, u: pipeline.step(sys_, st, u))(s, ctrl), None
+
+        return jax.lax.scan(body, state, None, length=steps)[0].q
+
+    return _time_jax(rollout, (state, ctrl), repeats)
+
+
+def bench_mujoco(xml: str, batch: int, steps: int, repeats: int) -> tuple[float, float, int]:
+    """MuJoCo C: `mujoco.rollout` (native mj_step loop, one thread per core)."""
+    from mujoco import rollout
+
+    model = mujoco.MjModel.from_xml_string(xml)
+    nthread = min(batch, os.cpu_count() or 1)
+    datas = [mujoco.MjData(model) for _ in range(nthread)]
+    spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    init = np.zeros((batch, mujoco.mj_stateSize(model, spec)))
+    for i in range(batch):
+        mujoco.mj_getState(model, datas[0], init[i], spec)
+    ctrl = np.repeat(_controls(model.nu, batch)[:, None, :], steps, axis=1).astype(np.float64)
+    with rollout.Rollout(nthread=nthread) as r:
+        r.rollout([model] * batch, datas, init, ctrl, nstep=steps)  # warm-up
+        runs = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            r.rollout([model] * batch, datas, init, ctrl, nstep=steps)
+            runs.append(time.perf_counter() - t0)
+    return float("nan"), statistics.median(runs), 0
+
+
+BACKENDS: dict[str, Callable[[str, int, int, int], tuple[float, float, int]]] = {
+    "brax_physics": bench_ours,
+    "brax_generalized": lambda x, b, s, r: bench_brax(x, b, s, r, "generalized"),
+    "brax_mjx": lambda x, b, s, r: bench_brax(x, b, s, r, "mjx"),
+    "mujoco_c": bench_mujoco,
+}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark grid and print JSON lines."""
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--batches", default="1,128,1024")
+    ap.add_argument("--steps", type=int, default=200, help="physics steps per timed rollout")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    for name in args.models.split(","):
+        if name not in MODELS:
+            ap.error(f"--models: unknown model {name!r}; choose from {', '.join(MODELS)}")
+    for name in args.backends.split(","):
+        if name not in BACKENDS:
+            ap.error(f"--backends: unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
+    # Google brax warns on every load that it is unmaintained; the lines here are the output.
+    warnings.filterwarnings("ignore", message="Brax System", category=UserWarning)
+    device = jax.devices()[0]
+    for model in args.models.split(","):
+        for batch in (int(b) for b in args.batches.split(",")):
+            rows: list[Result] = []
+            for backend in args.backends.split(","):
+                row: Result = {"model": model, "backend": backend, "batch": batch, "steps": args.steps,
+                               "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count()}
+                try:
+                    compile_s, run_s, peak = BACKENDS[backend](MODELS[model], batch, args.steps, args.repeats)
+                except Exception as e:  # a peer failing on a model is a result, not a crash
+                    row["error"] = f"{type(e).__name__}: {e}"[:300]
+                else:
+                    row.update(steps_per_s=round(batch * args.steps / run_s, 1),
+                               compile_s=None if compile_s != compile_s else round(compile_s, 3),
+                               xla_buffer_bytes=peak or None)
+                rows.append(row)
+            ours = next((r.get("steps_per_s") for r in rows if r["backend"] == "brax_physics"), None)
+            for row in rows:
+                if ours and row.get("steps_per_s"):
+                    row["ours_over_this"] = round(ours / row["steps_per_s"], 3)
+                print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
