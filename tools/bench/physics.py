@@ -9,6 +9,7 @@ backend's. Run with `hatch run bench:physics [--models reacher,swimmer] [--batch
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -76,7 +77,9 @@ def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str) -> 
 
     from brax.io import mjcf
 
-    pipeline = importlib.import_module(f"brax.{backend}.pipeline")
+    # mujoco.mjx prints optional-backend import failures to stdout, which must stay JSON lines only.
+    with contextlib.redirect_stdout(sys.stderr):
+        pipeline = importlib.import_module(f"brax.{backend}.pipeline")
     sys_ = mjcf.loads(xml)
     q = jnp.asarray(sys_.init_q)
     qd = jnp.zeros(sys_.qd_size())
