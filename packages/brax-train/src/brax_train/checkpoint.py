@@ -1,0 +1,270 @@
+"""Orbax checkpoints of PPO runs, and rebuilding policies from them.
+
+A run directory holds one subdirectory per saved env step (`<run>/<step>/`), written by an orbax
+`CheckpointManager` (temporary directory + rename, so a killed save never looks complete) with
+three items: `params` (`PPOParams`), `train_state` (optimizer state, RNG key, environment state)
+and `meta` (JSON: step counters, config, network description). After orbax finishes, a
+`brax_train_manifest.json` with the SHA-256 of every file is written atomically; a step without
+it is incomplete and never chosen, and a step whose files do not match it raises
+`CorruptCheckpointError` naming the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import pathlib
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import orbax.checkpoint as ocp  # type: ignore[import-untyped]  # orbax ships no py.typed
+
+from brax_train import networks, running_statistics
+from brax_train.ppo import networks as ppo_networks
+from brax_train.types import Policy
+
+logger = logging.getLogger("brax_train.checkpoint")
+
+MANIFEST = "brax_train_manifest.json"
+"""Name of the per-step manifest file that marks a step complete."""
+FORMAT = "brax_train.ppo/1"
+"""Checkpoint format identifier stored in `meta`."""
+
+
+class CheckpointError(Exception):
+    """Base class of checkpoint errors."""
+
+
+class CheckpointNotFoundError(CheckpointError, FileNotFoundError):
+    """No (complete) checkpoint at the given path."""
+
+
+class IncompleteCheckpointError(CheckpointError):
+    """A step directory from a save that never finished (no manifest)."""
+
+
+class CorruptCheckpointError(CheckpointError):
+    """A checkpoint file is missing or does not match its recorded checksum."""
+
+    def __init__(self, message: str, path: pathlib.Path) -> None:
+        """`path` is the offending file."""
+        super().__init__(message)
+        self.path = path
+
+
+class CheckpointMismatchError(CheckpointError):
+    """A checkpoint does not fit the structure (networks, environments) it is restored into."""
+
+
+def _sha256(path: pathlib.Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _files(step_dir: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p for p in step_dir.rglob("*") if p.is_file() and p.name != MANIFEST)
+
+
+def write_manifest(step_dir: pathlib.Path) -> None:
+    """Record the checksum of every file of a finished step, atomically."""
+    entries = {p.relative_to(step_dir).as_posix(): _sha256(p) for p in _files(step_dir)}
+    tmp = step_dir / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps({"format": FORMAT, "files": entries}, indent=1, sort_keys=True))
+    os.replace(tmp, step_dir / MANIFEST)
+
+
+def verify(step_dir: pathlib.Path) -> None:
+    """Check a step against its manifest; raises `IncompleteCheckpointError` or `CorruptCheckpointError`."""
+    manifest = step_dir / MANIFEST
+    if not manifest.is_file():
+        raise IncompleteCheckpointError(f"{step_dir} is incomplete (no {MANIFEST}; the save did not finish)")
+    try:
+        files = json.loads(manifest.read_text())["files"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise CorruptCheckpointError(f"{manifest} is unreadable: {e}", manifest) from e
+    for rel, digest in files.items():
+        path = step_dir / rel
+        if not path.is_file():
+            raise CorruptCheckpointError(f"checkpoint file {path} is missing", path)
+        if _sha256(path) != digest:
+            raise CorruptCheckpointError(f"checkpoint file {path} is corrupted (checksum mismatch)", path)
+
+
+def _is_step_dir(p: pathlib.Path) -> bool:
+    return (p / "meta").is_dir() or (p / MANIFEST).is_file() or (p / "_CHECKPOINT_METADATA").is_file()
+
+
+def resolve(path: str | os.PathLike[str]) -> pathlib.Path:
+    """The verified step directory for `path`: a step directory itself, or a run directory's latest
+    complete step (incomplete steps are skipped with a warning; a corrupted latest step raises)."""
+    p = pathlib.Path(path).absolute()
+    if not p.is_dir():
+        raise CheckpointNotFoundError(f"no checkpoint directory at {p}")
+    if _is_step_dir(p):
+        verify(p)
+        return p
+    steps = sorted(
+        (d for d in p.iterdir() if d.is_dir() and d.name.isdigit()), key=lambda d: int(d.name), reverse=True
+    )
+    for d in steps:
+        try:
+            verify(d)
+        except IncompleteCheckpointError as e:
+            logger.warning("skipping %s", e)
+            continue
+        return d
+    raise CheckpointNotFoundError(f"no complete checkpoint step in {p}")
+
+
+def read_meta(step_dir: pathlib.Path) -> dict[str, Any]:
+    """The JSON `meta` item of a step."""
+    path = step_dir / "meta" / "metadata"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise CorruptCheckpointError(f"checkpoint metadata {path} is unreadable: {e}", path) from e
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointMismatchError(f"{path} is not a {FORMAT} checkpoint")
+    return meta
+
+
+def restore_item(step_dir: pathlib.Path, name: str, target: Any) -> Any:
+    """Restore item `name` of a step into the structure, dtypes and shardings of `target`."""
+    path = step_dir / name
+    try:
+        return ocp.StandardCheckpointer().restore(path, target)
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointMismatchError(f"{path} does not match the expected structure: {e}") from e
+
+
+class Saver:
+    """Writes PPO checkpoint steps into a run directory (orbax `CheckpointManager`, synchronous)."""
+
+    def __init__(self, directory: str | os.PathLike[str], max_to_keep: int | None = None) -> None:
+        """Save into `directory`, keeping at most `max_to_keep` steps (None keeps all)."""
+        self.directory = pathlib.Path(directory).absolute()
+        options = ocp.CheckpointManagerOptions(
+            max_to_keep=max_to_keep, enable_async_checkpointing=False, create=True
+        )
+        self._manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def save(
+        self, step: int, params: ppo_networks.PPOParams, train_state: Any, meta: dict[str, Any]
+    ) -> pathlib.Path:
+        """Write step `step` (a Python int; 64-bit safe) and return its directory."""
+        meta = {**meta, "format": FORMAT, "step": int(step)}
+        self._manager.save(
+            int(step),
+            args=ocp.args.Composite(
+                params=ocp.args.StandardSave(params),
+                train_state=ocp.args.StandardSave(train_state),
+                meta=ocp.args.JsonSave(meta),
+            ),
+            force=True,
+        )
+        self._manager.wait_until_finished()
+        step_dir = self.directory / str(int(step))
+        write_manifest(step_dir)
+        return step_dir
+
+    def close(self) -> None:
+        """Finish pending work and release the manager."""
+        self._manager.wait_until_finished()
+        self._manager.close()
+
+
+class LoadedCheckpoint(NamedTuple):
+    """A checkpoint's policy factory, parameters and metadata."""
+
+    make_policy: ppo_networks.MakePolicy
+    """`make_policy(params, deterministic=...)`."""
+    params: ppo_networks.PPOParams
+    """Restored parameters."""
+    meta: dict[str, Any]
+    """The JSON metadata (step, config, network description)."""
+    step_dir: pathlib.Path
+    """The step directory that was loaded."""
+
+
+def _shapes_from_json(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: tuple(v) for k, v in x.items()}
+    return tuple(x)
+
+
+def load(
+    path: str | os.PathLike[str], network_factory: Callable[..., ppo_networks.PPONetworks] | None = None
+) -> LoadedCheckpoint:
+    """Load parameters and rebuild the networks of a checkpoint (run or step directory).
+
+    Networks are rebuilt from the recorded description; give `network_factory` (called like the
+    trainer calls it: `fn(observation_size, action_size, preprocess_observations_fn=)`) when the
+    checkpoint notes that they cannot be.
+    """
+    step_dir = resolve(path)
+    meta = read_meta(step_dir)
+    desc = meta.get("network", {})
+    normalize = bool(meta.get("normalize_observations", desc.get("normalize_observations", False)))
+    pre = running_statistics.normalize if normalize else networks.identity_observation_preprocessor
+    if network_factory is not None:
+        net = network_factory(
+            _obs_arg(meta["observation_shapes"]), int(meta["action_size"]), preprocess_observations_fn=pre
+        )
+    else:
+        try:
+            net = ppo_networks.networks_from_description(desc)
+        except (ValueError, ImportError, AttributeError, KeyError) as e:
+            raise CheckpointMismatchError(f"{step_dir / 'meta'}: {e}; pass network_factory=") from e
+    key_policy, key_value = jax.random.split(jax.random.PRNGKey(0))
+    normalizer = running_statistics.init_state(
+        _shapes_from_json(meta["observation_shapes"]),
+        std_eps=float(meta.get("normalize_observations_std_eps", 0.0)),
+        mode=str(meta.get("normalize_observations_mode", "welford")),
+    )
+    target = ppo_networks.PPOParams(
+        normalizer=normalizer,
+        policy=net.policy_network.init(key_policy),
+        value=net.value_network.init(key_value),
+    )
+    params = restore_item(step_dir, "params", target)
+    return LoadedCheckpoint(ppo_networks.make_inference_fn(net), params, meta, step_dir)
+
+
+def _obs_arg(shapes: Any) -> Any:
+    s = _shapes_from_json(shapes)
+    return s[0] if isinstance(s, tuple) and len(s) == 1 else s
+
+
+def load_policy(
+    path: str | os.PathLike[str],
+    deterministic: bool = True,
+    network_factory: Callable[..., ppo_networks.PPONetworks] | None = None,
+) -> Policy:
+    """The policy `policy(obs, key) -> (action, extras)` stored in a checkpoint, from the checkpoint alone."""
+    loaded = load(path, network_factory=network_factory)
+    return loaded.make_policy(loaded.params, deterministic=deterministic)
+
+
+__all__ = [
+    "MANIFEST",
+    "CheckpointError",
+    "CheckpointMismatchError",
+    "CheckpointNotFoundError",
+    "CorruptCheckpointError",
+    "IncompleteCheckpointError",
+    "LoadedCheckpoint",
+    "Saver",
+    "load",
+    "load_policy",
+    "read_meta",
+    "resolve",
+    "restore_item",
+    "verify",
+    "write_manifest",
+]

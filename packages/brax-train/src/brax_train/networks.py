@@ -1,0 +1,196 @@
+"""Feed-forward networks (flax linen MLPs) and recording callables by importable name.
+
+Activations and initializers are recorded in checkpoints as dotted names such as `jax.nn.tanh` or
+`jax.nn.initializers.lecun_uniform`, so a policy can be rebuilt from a checkpoint alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import linen
+
+from brax_train import running_statistics
+from brax_train.types import PRNGKey
+
+ActivationFn = Callable[[jax.Array], jax.Array]
+"""An elementwise activation function."""
+Initializer = Callable[..., jax.Array]
+"""A flax/jax initializer `init(key, shape, dtype)`."""
+
+# Public namespaces searched (in order) for the name of a callable.
+_NAMESPACES = (
+    "jax.nn",
+    "jax.nn.initializers",
+    "jax.numpy",
+    "jax.lax",
+    "flax.linen",
+    "flax.linen.initializers",
+)
+
+
+def callable_name(fn: Any) -> str | None:
+    """An importable dotted name `module.attr` that resolves to `fn` itself, or None.
+
+    Public namespaces (`jax.nn`, `jax.nn.initializers`, `jax.numpy`, `jax.lax`, `flax.linen`) are
+    searched first, then `fn.__module__ + '.' + fn.__qualname__`. Lambdas, closures and
+    `functools.partial` objects have no such name.
+    """
+    for ns in _NAMESPACES:
+        mod = importlib.import_module(ns)
+        for attr in sorted(vars(mod)):
+            if not attr.startswith("_") and vars(mod)[attr] is fn:
+                return f"{ns}.{attr}"
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if isinstance(module, str) and isinstance(qualname, str) and "<" not in qualname:
+        name = f"{module}.{qualname}"
+        try:
+            if resolve_name(name) is fn:
+                return name
+        except (ImportError, AttributeError):
+            return None
+    return None
+
+
+def resolve_name(name: str) -> Any:
+    """The object a dotted name `pkg.module.attr[.attr]` refers to (inverse of `callable_name`)."""
+    parts = name.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(f"cannot import {name!r}")
+
+
+class MLP(linen.Module):
+    """Dense layers `hidden_0..hidden_{n-1}` with `activation` between them (not after the last)."""
+
+    layer_sizes: Sequence[int]
+    """Output width of every layer; the last one is the output size."""
+    activation: ActivationFn = jax.nn.relu
+    """Applied after every layer but the last (and after the last with `activate_final`)."""
+    kernel_init: Initializer = jax.nn.initializers.lecun_uniform()
+    """Kernel initializer of every layer."""
+    activate_final: bool = False
+    """Also apply the activation after the last layer."""
+    bias: bool = True
+    """Use biases."""
+    layer_norm: bool = False
+    """LayerNorm after every hidden activation."""
+
+    @linen.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """Apply the MLP to `x` (..., in)."""
+        for i, size in enumerate(self.layer_sizes):
+            x = linen.Dense(size, name=f"hidden_{i}", kernel_init=self.kernel_init, use_bias=self.bias)(x)
+            if i < len(self.layer_sizes) - 1 or self.activate_final:
+                x = self.activation(x)
+                if self.layer_norm:
+                    x = linen.LayerNorm()(x)
+        return x
+
+
+@dataclasses.dataclass(frozen=True)
+class FeedForwardNetwork:
+    """A network as a pair of pure functions."""
+
+    init: Callable[[PRNGKey], Any]
+    """`init(key) -> params`."""
+    apply: Callable[..., jax.Array]
+    """`apply(normalizer_params, params, obs) -> output`."""
+
+
+def observation_feature_size(obs_size: Any, obs_key: str) -> int:
+    """Length of the (last axis of the) observation entry a network reads."""
+    if isinstance(obs_size, Mapping):
+        if obs_key not in obs_size:
+            raise KeyError(f"observation key {obs_key!r} not in the observation's keys {sorted(obs_size)}")
+        obs_size = obs_size[obs_key]
+    if isinstance(obs_size, int):
+        return obs_size
+    shape = tuple(obs_size)
+    if not shape:
+        raise ValueError("observations must have at least one axis")
+    return int(shape[-1])
+
+
+PreprocessObservationFn = Callable[[Any, Any], Any]
+"""`fn(obs, normalizer_params) -> obs`, e.g. `running_statistics.normalize` or the identity."""
+
+
+def identity_observation_preprocessor(obs: Any, normalizer_params: Any) -> Any:
+    """Return observations unchanged."""
+    del normalizer_params
+    return obs
+
+
+def _preprocess(
+    obs: Any, normalizer_params: Any, obs_key: str, preprocess_observations_fn: PreprocessObservationFn
+) -> jax.Array:
+    """Pick `obs[obs_key]` from dict observations (with its statistics) and preprocess it."""
+    if isinstance(obs, Mapping):
+        x = obs[obs_key]
+        if isinstance(normalizer_params, running_statistics.RunningStatisticsState) and isinstance(
+            normalizer_params.mean, Mapping
+        ):
+            normalizer_params = running_statistics.select(normalizer_params, obs_key)
+    else:
+        x = obs
+    out: jax.Array = preprocess_observations_fn(x, normalizer_params)
+    return out
+
+
+def make_mlp_network(
+    output_size: int,
+    obs_size: Any,
+    *,
+    hidden_layer_sizes: Sequence[int],
+    activation: ActivationFn,
+    kernel_init: Initializer,
+    obs_key: str = "state",
+    preprocess_observations_fn: PreprocessObservationFn = identity_observation_preprocessor,
+    layer_norm: bool = False,
+    squeeze_output: bool = False,
+) -> FeedForwardNetwork:
+    """An MLP from (normalized) observations to `output_size` outputs."""
+    module = MLP(
+        layer_sizes=[*hidden_layer_sizes, output_size],
+        activation=activation,
+        kernel_init=kernel_init,
+        layer_norm=layer_norm,
+    )
+    feature_size = observation_feature_size(obs_size, obs_key)
+
+    def init(key: PRNGKey) -> Any:
+        return module.init(key, jnp.zeros((1, feature_size), jnp.float32))
+
+    def apply(normalizer_params: Any, params: Any, obs: Any) -> jax.Array:
+        x = _preprocess(obs, normalizer_params, obs_key, preprocess_observations_fn)
+        out = module.apply(params, x)
+        assert isinstance(out, jax.Array)
+        return jnp.squeeze(out, axis=-1) if squeeze_output else out
+
+    return FeedForwardNetwork(init=init, apply=apply)
+
+
+__all__ = [
+    "MLP",
+    "ActivationFn",
+    "FeedForwardNetwork",
+    "Initializer",
+    "PreprocessObservationFn",
+    "callable_name",
+    "identity_observation_preprocessor",
+    "make_mlp_network",
+    "observation_feature_size",
+    "resolve_name",
+]

@@ -1,0 +1,53 @@
+"""1, 2 and 4 forced CPU devices train the same parameters (data parallel over `jax.sharding`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    import jax
+    jax.config.update("jax_numpy_dtype_promotion", "strict")
+    jax.config.update("jax_numpy_rank_promotion", "raise")
+    jax.config.update("jax_default_matmul_precision", "highest")
+    import numpy as np
+    import brax_envs
+    from brax_train import ppo
+    assert jax.local_device_count() == 4
+    out = {}
+    for n in (1, 2, 4):
+        _, params, _ = ppo.train(
+            brax_envs.get_environment("fast"), num_timesteps=3 * 8 * 5 * 2, episode_length=20, num_envs=8,
+            batch_size=8, num_minibatches=2, unroll_length=5, num_updates_per_batch=2, learning_rate=1e-3,
+            normalize_observations=True, num_evals=0, max_devices_per_host=n,
+            network_factory={"policy_hidden_layer_sizes": (8,), "value_hidden_layer_sizes": (8,)})
+        out[n] = [np.asarray(x, np.float64).ravel().tolist() for x in jax.tree.leaves(params)
+                  if np.issubdtype(np.asarray(x).dtype, np.floating)]
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_one_two_four_devices_match() -> None:
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+    env["JAX_PLATFORMS"] = "cpu"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("RESULT"))
+    out = {int(k): v for k, v in json.loads(line.removeprefix("RESULT")).items()}
+    import numpy as np
+
+    changed = False
+    for n in (2, 4):
+        for a, b in zip(out[1], out[n], strict=True):
+            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6)
+    # training actually moved the parameters away from their initialization in every configuration
+    changed = any(len(v) > 0 for v in out[1])
+    assert changed

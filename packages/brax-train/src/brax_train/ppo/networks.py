@@ -1,0 +1,279 @@
+"""PPO networks: a tanh-squashed Gaussian policy and a value function, with their description.
+
+`make_ppo_networks` follows Google Brax's keyword names. The returned `PPONetworks` carries a
+JSON-able `description` (activation and initializers by importable name) that checkpoints store so
+`brax_train.checkpoint.load_policy` can rebuild the networks without the training script.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, NamedTuple
+
+import jax
+
+from brax_train import networks, running_statistics
+from brax_train.distribution import NormalTanhDistribution
+from brax_train.types import Observation, Policy, PRNGKey
+
+_FACTORY_NAME = "brax_train.ppo.networks.make_ppo_networks"
+
+
+class PPOParams(NamedTuple):
+    """Everything a PPO policy needs: observation statistics, policy and value parameters.
+
+    A NamedTuple, so Brax-style indexing (`params[0]` normalizer, `params[1]` policy, `params[2]`
+    value) keeps working.
+    """
+
+    normalizer: running_statistics.RunningStatisticsState
+    """Observation running statistics (used only when observations are normalized)."""
+    policy: Any
+    """Policy network parameters (flax variables dict)."""
+    value: Any
+    """Value network parameters (flax variables dict)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PPONetworks:
+    """Policy and value networks plus the action distribution."""
+
+    policy_network: networks.FeedForwardNetwork
+    """Observations -> distribution parameters."""
+    value_network: networks.FeedForwardNetwork
+    """Observations -> state value (squeezed)."""
+    parametric_action_distribution: NormalTanhDistribution
+    """Maps policy outputs to actions, log-probabilities and entropies."""
+    description: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """JSON-able recipe to rebuild these networks (see `make_ppo_networks`); empty when unknown."""
+
+
+def _record(fn: Any, what: str, notes: list[str]) -> str | None:
+    if fn is None:
+        return None
+    name = networks.callable_name(fn)
+    if name is None:
+        notes.append(f"{what}={fn!r} has no importable name; pass network_factory= to load_policy")
+    return name
+
+
+def _jsonable(value: Any, what: str, notes: list[str]) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        notes.append(f"{what}={value!r} is not JSON-serializable; pass network_factory= to load_policy")
+        return None
+    return value
+
+
+def _obs_size_json(obs_size: Any) -> Any:
+    if isinstance(obs_size, Mapping):
+        return {
+            str(k): [int(d) for d in v] if not isinstance(v, int) else int(v) for k, v in obs_size.items()
+        }
+    if isinstance(obs_size, int):
+        return int(obs_size)
+    return [int(d) for d in obs_size]
+
+
+def make_ppo_networks(
+    observation_size: Any,
+    action_size: int,
+    preprocess_observations_fn: networks.PreprocessObservationFn = networks.identity_observation_preprocessor,
+    policy_hidden_layer_sizes: Sequence[int] = (32,) * 4,
+    value_hidden_layer_sizes: Sequence[int] = (256,) * 5,
+    activation: networks.ActivationFn = jax.nn.swish,
+    policy_obs_key: str = "state",
+    value_obs_key: str = "state",
+    distribution_type: Literal["tanh_normal"] = "tanh_normal",
+    policy_network_kernel_init_fn: Callable[..., networks.Initializer] = jax.nn.initializers.lecun_uniform,
+    policy_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    value_network_kernel_init_fn: Callable[..., networks.Initializer] = jax.nn.initializers.lecun_uniform,
+    value_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    kernel_init: networks.Initializer | None = None,
+    layer_norm: bool = False,
+    min_std: float = 0.001,
+) -> PPONetworks:
+    """PPO policy (tanh-squashed Gaussian) and value MLPs.
+
+    `observation_size` is an int, a shape, or a mapping of shapes for dict observations, in which
+    case the policy reads `obs[policy_obs_key]` and the value function `obs[value_obs_key]`
+    (asymmetric actor-critic). Kernels are initialized with
+    `policy_network_kernel_init_fn(**policy_network_kernel_init_kwargs)` (likewise for the value
+    network), or with the initializer `kernel_init` for both when given. `activation` may be any
+    callable; named ones (`jax.nn.*`, `jax.numpy.*`, importable functions) are recorded in
+    checkpoints.
+    """
+    if distribution_type != "tanh_normal":
+        raise ValueError(f"distribution_type must be 'tanh_normal', got {distribution_type!r}")
+    if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
+        raise ValueError(f"action_size must be a positive int, got {action_size!r}")
+    pkw = dict(policy_network_kernel_init_kwargs or {})
+    vkw = dict(value_network_kernel_init_kwargs or {})
+    policy_init = kernel_init if kernel_init is not None else policy_network_kernel_init_fn(**pkw)
+    value_init = kernel_init if kernel_init is not None else value_network_kernel_init_fn(**vkw)
+    dist = NormalTanhDistribution(event_size=action_size, min_std=min_std)
+    policy_network = networks.make_mlp_network(
+        dist.param_size,
+        observation_size,
+        hidden_layer_sizes=policy_hidden_layer_sizes,
+        activation=activation,
+        kernel_init=policy_init,
+        obs_key=policy_obs_key,
+        preprocess_observations_fn=preprocess_observations_fn,
+        layer_norm=layer_norm,
+    )
+    value_network = networks.make_mlp_network(
+        1,
+        observation_size,
+        hidden_layer_sizes=value_hidden_layer_sizes,
+        activation=activation,
+        kernel_init=value_init,
+        obs_key=value_obs_key,
+        preprocess_observations_fn=preprocess_observations_fn,
+        layer_norm=layer_norm,
+        squeeze_output=True,
+    )
+
+    notes: list[str] = []
+    if preprocess_observations_fn is running_statistics.normalize:
+        normalize = True
+    elif preprocess_observations_fn is networks.identity_observation_preprocessor:
+        normalize = False
+    else:
+        normalize = False
+        notes.append(
+            f"preprocess_observations_fn={preprocess_observations_fn!r} is neither "
+            "running_statistics.normalize nor the identity; pass network_factory= to load_policy"
+        )
+    kwargs = {
+        "observation_size": _obs_size_json(observation_size),
+        "action_size": action_size,
+        "policy_hidden_layer_sizes": [int(s) for s in policy_hidden_layer_sizes],
+        "value_hidden_layer_sizes": [int(s) for s in value_hidden_layer_sizes],
+        "activation": _record(activation, "activation", notes),
+        "policy_obs_key": policy_obs_key,
+        "value_obs_key": value_obs_key,
+        "distribution_type": distribution_type,
+        "policy_network_kernel_init_fn": _record(
+            policy_network_kernel_init_fn, "policy_network_kernel_init_fn", notes
+        ),
+        "policy_network_kernel_init_kwargs": _jsonable(pkw, "policy_network_kernel_init_kwargs", notes),
+        "value_network_kernel_init_fn": _record(
+            value_network_kernel_init_fn, "value_network_kernel_init_fn", notes
+        ),
+        "value_network_kernel_init_kwargs": _jsonable(vkw, "value_network_kernel_init_kwargs", notes),
+        "kernel_init": _record(kernel_init, "kernel_init", notes),
+        "layer_norm": bool(layer_norm),
+        "min_std": float(min_std),
+    }
+    description = {
+        "factory": _FACTORY_NAME,
+        "kwargs": kwargs,
+        "normalize_observations": normalize,
+        "recordable": not notes,
+        "notes": notes,
+    }
+    return PPONetworks(
+        policy_network=policy_network,
+        value_network=value_network,
+        parametric_action_distribution=dist,
+        description=description,
+    )
+
+
+def networks_from_description(description: Mapping[str, Any]) -> PPONetworks:
+    """Rebuild `PPONetworks` from a `PPONetworks.description` (as stored in checkpoints)."""
+    if not description.get("recordable", False):
+        notes = "; ".join(description.get("notes", [])) or "no network description was recorded"
+        raise ValueError(f"the networks cannot be rebuilt from their description: {notes}")
+    kw = dict(description["kwargs"])
+    obs = kw["observation_size"]
+    if isinstance(obs, Mapping):
+        kw["observation_size"] = {k: v if isinstance(v, int) else tuple(v) for k, v in obs.items()}
+    elif not isinstance(obs, int):
+        kw["observation_size"] = tuple(obs)
+    for name in (
+        "activation",
+        "policy_network_kernel_init_fn",
+        "value_network_kernel_init_fn",
+        "kernel_init",
+    ):
+        if kw.get(name) is not None:
+            kw[name] = networks.resolve_name(kw[name])
+        else:
+            kw.pop(name, None)
+    kw["policy_hidden_layer_sizes"] = tuple(kw["policy_hidden_layer_sizes"])
+    kw["value_hidden_layer_sizes"] = tuple(kw["value_hidden_layer_sizes"])
+    pre = (
+        running_statistics.normalize
+        if description.get("normalize_observations")
+        else networks.identity_observation_preprocessor
+    )
+    return make_ppo_networks(preprocess_observations_fn=pre, **kw)
+
+
+_EXPECTED = (
+    "PPOParams(normalizer: running_statistics.RunningStatisticsState, policy: flax params, "
+    "value: flax params), as returned by ppo.train or given to policy_params_fn"
+)
+
+
+def check_params(params: Any) -> PPOParams:
+    """`params` if it is a `PPOParams`; otherwise a TypeError stating the expected structure."""
+    if not isinstance(params, PPOParams):
+        hint = ""
+        if isinstance(params, tuple) and len(params) == 3:
+            hint = "; for a Brax-style (normalizer, policy, value) tuple use PPOParams(*params)"
+        raise TypeError(f"make_policy expects {_EXPECTED}; got {type(params).__name__}{hint}")
+    if not isinstance(params.normalizer, running_statistics.RunningStatisticsState):
+        raise TypeError(
+            f"make_policy expects {_EXPECTED}; got normalizer of type {type(params.normalizer).__name__}"
+        )
+    return params
+
+
+MakePolicy = Callable[..., Policy]
+"""`make_policy(params: PPOParams, deterministic: bool = False) -> policy`."""
+
+
+def make_inference_fn(ppo_networks: PPONetworks) -> MakePolicy:
+    """`make_policy(params, deterministic=False)` building `policy(obs, key) -> (action, extras)`.
+
+    Stochastic policies return extras `log_prob`, `raw_action` (pre-tanh) and
+    `distribution_params`; deterministic ones return `tanh(loc)` and empty extras.
+    """
+    dist = ppo_networks.parametric_action_distribution
+    policy_network = ppo_networks.policy_network
+
+    def make_policy(params: PPOParams, deterministic: bool = False) -> Policy:
+        p = check_params(params)
+
+        def policy(obs: Observation, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
+            logits = policy_network.apply(p.normalizer, p.policy, obs)
+            if deterministic:
+                return dist.mode(logits), {}
+            raw = dist.sample_no_postprocessing(logits, key)
+            extras = {
+                "log_prob": dist.log_prob(logits, raw),
+                "raw_action": raw,
+                "distribution_params": logits,
+            }
+            return dist.postprocess(raw), extras
+
+        return policy
+
+    return make_policy
+
+
+__all__ = [
+    "MakePolicy",
+    "PPONetworks",
+    "PPOParams",
+    "check_params",
+    "make_inference_fn",
+    "make_ppo_networks",
+    "networks_from_description",
+]
