@@ -76,6 +76,6 @@ def test_inertia_box_of_a_box_is_its_half_size() -> None:
     a, b, c = 0.3, 0.1, 0.2
     inertia = jnp.asarray([[mass[0] / 3 * (b * b + c * c), mass[0] / 3 * (a * a + c * c), mass[0] / 3 * (a * a + b * b)],
                            [0.0, 0.0, 0.0]])
-    np.testing.assert_allclose(inertia_box(mass, inertia), [[a, b, c], [0, 0, 0]], rtol=1e-5)
+    np.testing.assert_allclose(inertia_box(mass, inertia), np.array([[a, b, c], [0.0, 0.0, 0.0]]), rtol=1e-5)
     g = jax.grad(lambda i: jnp.sum(inertia_box(mass, i)))(inertia)
     assert bool(jnp.all(jnp.isfinite(g)))
