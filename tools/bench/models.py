@@ -1,10 +1,19 @@
 """Benchmark models, written for brax-* with the standard envs' dimensions.
 
-Contact-free variants (contype/conaffinity 0, no joint limits) so the same model runs on every
-backend while the contact solver is not in the comparison.
+reacher, swimmer, chain7: contact-free variants (contype/conaffinity 0, no joint limits) that
+measure the smooth pipeline alone. ant, humanoid: the brax-envs assets, with joint limits and
+foot-floor contacts (the constraint solver in the loop).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+
+# Standard locomotion models with contacts, read from the brax-envs assets (brax-physics itself
+# must not import brax-envs). Timesteps are those of the XML files (ant 0.01 s, humanoid 0.003 s,
+# as Google Brax's ant/humanoid); the envs step the physics N_FRAMES times per env step.
+ASSETS = Path(__file__).resolve().parents[2] / "packages/brax-envs/src/brax_envs/envs/assets"
+N_FRAMES: dict[str, int] = {"ant": 5, "humanoid": 5}
 
 # Reacher: two 0.1 m links with 0.01 m capsule radius, hinge joints, gear 200 motors, timestep
 # 0.01 as in the standard reacher (limits dropped: contact-free pipeline comparison).
@@ -96,3 +105,6 @@ CHAIN7 = """
             '<joint name="joint0" axis="1 0 0"/><geom fromto="0 0 0 0 0 -0.25"/>\n    <body name="l2"', 1)
 
 MODELS: dict[str, str] = {"reacher": REACHER, "swimmer": SWIMMER, "chain7": CHAIN7}
+for _name in N_FRAMES:
+    if (ASSETS / f"{_name}.xml").exists():
+        MODELS[_name] = (ASSETS / f"{_name}.xml").read_text()

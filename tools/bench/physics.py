@@ -1,9 +1,12 @@
-"""Physics throughput: brax-physics next to Google's brax (generalized, MJX) and MuJoCo C.
+"""Physics throughput: brax-physics next to Google's brax (generalized, positional, spring, MJX) and MuJoCo C.
 
-Prints one JSON line per (model, backend, batch): physics steps per second (a jitted `lax.scan`
+Prints one JSON line per (model, backend, batch): physics steps per second and env steps per
+second (physics steps / the env's n_frames: 5 for ant and humanoid, 1 otherwise; a jitted `lax.scan`
 over a vmapped step; median of `--repeats` timed runs after a warm-up), compile time, the XLA
 buffer footprint of the compiled rollout, and `ours_over_this`, our throughput divided by that
-backend's. Run with `hatch run bench:physics [--models reacher,swimmer] [--batches 1,128,1024]`.
+backend's. Run with `hatch run bench:physics [--models ant,humanoid] [--batches 1,128,1024]`.
+Google brax's positional and spring pipelines approximate the model (their own contact and joint
+models); their rows are speed references only.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import mujoco
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import MODELS  # noqa: E402
+from models import MODELS, N_FRAMES
 
 Result = dict[str, Any]
 
@@ -75,11 +78,12 @@ def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str) -> 
     """Google brax's `generalized`, `positional`, `spring` or `mjx` pipeline."""
     import importlib
 
-    from brax.io import mjcf
-
-    # mujoco.mjx prints optional-backend import failures to stdout, which must stay JSON lines only.
+    # mujoco.mjx (imported by brax) prints optional-backend import failures to stdout, which must
+    # stay JSON lines only.
     with contextlib.redirect_stdout(sys.stderr):
-        pipeline = importlib.import_module(f"brax.{backend}.pipeline")
+        from brax.io import mjcf
+
+    pipeline = importlib.import_module(f"brax.{backend}.pipeline")
     sys_ = mjcf.loads(xml)
     q = jnp.asarray(sys_.init_q)
     qd = jnp.zeros(sys_.qd_size())
@@ -120,6 +124,8 @@ def bench_mujoco(xml: str, batch: int, steps: int, repeats: int) -> tuple[float,
 BACKENDS: dict[str, Callable[[str, int, int, int], tuple[float, float, int]]] = {
     "brax_physics": bench_ours,
     "brax_generalized": lambda x, b, s, r: bench_brax(x, b, s, r, "generalized"),
+    "brax_positional": lambda x, b, s, r: bench_brax(x, b, s, r, "positional"),
+    "brax_spring": lambda x, b, s, r: bench_brax(x, b, s, r, "spring"),
     "brax_mjx": lambda x, b, s, r: bench_brax(x, b, s, r, "mjx"),
     "mujoco_c": bench_mujoco,
 }
@@ -133,6 +139,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batches", default="1,128,1024")
     ap.add_argument("--steps", type=int, default=200, help="physics steps per timed rollout")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--iterations", type=int, default=0,
+                    help="override the models' solver iterations (all backends; 0: as in the XML)")
+    ap.add_argument("--ls-iterations", type=int, default=0, help="override line-search iterations (0: XML)")
     args = ap.parse_args(argv)
     for name in args.models.split(","):
         if name not in MODELS:
@@ -143,18 +152,23 @@ def main(argv: list[str] | None = None) -> None:
     # Google brax warns on every load that it is unmaintained; the lines here are the output.
     warnings.filterwarnings("ignore", message="Brax System", category=UserWarning)
     device = jax.devices()[0]
+    override = "".join(f' {k}="{v}"' for k, v in (("iterations", args.iterations),
+                                                       ("ls_iterations", args.ls_iterations)) if v)
     for model in args.models.split(","):
+        xml = MODELS[model].replace("<option", "<option" + override, 1) if override else MODELS[model]
         for batch in (int(b) for b in args.batches.split(",")):
             rows: list[Result] = []
             for backend in args.backends.split(","):
-                row: Result = {"model": model, "backend": backend, "batch": batch, "steps": args.steps,
+                row: Result = {"model": model + (f" ({override.strip()})" if override else ""),
+                               "backend": backend, "batch": batch, "steps": args.steps,
                                "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count()}
                 try:
-                    compile_s, run_s, peak = BACKENDS[backend](MODELS[model], batch, args.steps, args.repeats)
+                    compile_s, run_s, peak = BACKENDS[backend](xml, batch, args.steps, args.repeats)
                 except Exception as e:  # a peer failing on a model is a result, not a crash
                     row["error"] = f"{type(e).__name__}: {e}"[:300]
                 else:
                     row.update(steps_per_s=round(batch * args.steps / run_s, 1),
+                               env_steps_per_s=round(batch * args.steps / run_s / N_FRAMES.get(model, 1), 1),
                                compile_s=None if compile_s != compile_s else round(compile_s, 3),
                                xla_buffer_bytes=peak or None)
                 rows.append(row)

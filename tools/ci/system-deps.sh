@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suite needs (Debian 12, run as root). Idempotent and quiet:
 # does nothing when everything is already installed.
-#   chromium  headless browser that loads brax-io's HTML viewer (WebGL through SwiftShader)
+#   chromium    headless browser that loads brax-io's HTML viewer (WebGL through SwiftShader)
+#   libosmesa6  Mesa's off-screen OpenGL (libOSMesa), the CPU backend of brax-io's image/video renderer
 set -euo pipefail
 
-PACKAGES=(chromium)
+PACKAGES=(chromium libosmesa6)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

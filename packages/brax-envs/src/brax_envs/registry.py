@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from brax_envs.base import Env
-from brax_envs.envs import Fast, PendulumSwingup
+from brax_envs.envs import STANDARD_ENVIRONMENTS, Fast, PendulumSwingup
 from brax_envs.wrappers import training
 
 EnvFactory = Callable[..., Env]
@@ -66,3 +66,5 @@ def create(name: str, episode_length: int | None = 1000, action_repeat: int = 1,
 
 register_environment("fast", Fast)
 register_environment("pendulum_swingup", PendulumSwingup)
+for _name, _cls in STANDARD_ENVIRONMENTS.items():
+    register_environment(_name, _cls)

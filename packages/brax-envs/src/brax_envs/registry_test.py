@@ -16,6 +16,14 @@ def test_builtin_names() -> None:
     assert {"fast", "pendulum_swingup"} <= set(names) and list(names) == sorted(names)
 
 
+def test_standard_suite_is_registered_by_brax_names() -> None:
+    standard = {"ant", "halfcheetah", "hopper", "humanoid", "humanoidstandup", "inverted_double_pendulum",
+                "inverted_pendulum", "pusher", "reacher", "swimmer", "walker2d"}
+    assert standard <= set(brax_envs.registered_environments())
+    env = brax_envs.get_environment("inverted_pendulum")
+    assert (env.observation_size, env.action_size) == (4, 1)
+
+
 def test_unknown_name_lists_registered_names() -> None:
     for exc in (KeyError, ValueError):
         with pytest.raises(exc, match=r"unknown environment 'nope'; registered: .*fast.*pendulum_swingup"):

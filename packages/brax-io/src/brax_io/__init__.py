@@ -2,11 +2,11 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from brax_io import html, json, model
+from brax_io import html, image, json, model
 
 try:
     __version__ = version("brax-io")
 except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
-__all__ = ["__version__", "html", "json", "model"]
+__all__ = ["__version__", "html", "image", "json", "model"]

@@ -2,6 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from brax_physics._src.collision.contact import Contact
 from brax_physics._src.loader import from_mjmodel, load_mjcf
 from brax_physics._src.pipeline import forward_kinematics, init, step
 from brax_physics._src.state import State
@@ -13,6 +14,7 @@ except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
 __all__ = [
+    "Contact",
     "Options",
     "State",
     "System",

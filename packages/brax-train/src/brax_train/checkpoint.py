@@ -134,13 +134,31 @@ def read_meta(step_dir: pathlib.Path) -> dict[str, Any]:
     return meta
 
 
+def _is_empty(x: Any) -> bool:
+    return bool(getattr(x, "size", 1) == 0)
+
+
+def _drop_empty(tree: Any) -> Any:
+    """`tree` with zero-size arrays replaced by None: orbax refuses to save them (e.g. the contact
+    arrays of a model without collisions), and they carry no data to restore."""
+    return jax.tree.map(lambda x: None if _is_empty(x) else x, tree)
+
+
 def restore_item(step_dir: pathlib.Path, name: str, target: Any) -> Any:
     """Restore item `name` of a step into the structure, dtypes and shardings of `target`."""
     path = step_dir / name
     try:
-        return ocp.StandardCheckpointer().restore(path, target)
+        out = ocp.StandardCheckpointer().restore(path, _drop_empty(target))
     except (ValueError, KeyError, TypeError) as e:
         raise CheckpointMismatchError(f"{path} does not match the expected structure: {e}") from e
+    # zero-size leaves were not saved: take them (shape and dtype) from the target
+    flat_t, treedef = jax.tree.flatten(target)
+    flat_o = jax.tree.flatten(out, is_leaf=lambda x: x is None)[0]
+    if len(flat_o) != len(flat_t):
+        raise CheckpointMismatchError(
+            f"{path} has {len(flat_o)} leaves, the expected structure {len(flat_t)}")
+    leaves = [t if _is_empty(t) else o for t, o in zip(flat_t, flat_o, strict=True)]
+    return jax.tree.unflatten(treedef, leaves)
 
 
 class Saver:
@@ -163,7 +181,7 @@ class Saver:
             int(step),
             args=ocp.args.Composite(
                 params=ocp.args.StandardSave(params),
-                train_state=ocp.args.StandardSave(train_state),
+                train_state=ocp.args.StandardSave(_drop_empty(train_state)),
                 meta=ocp.args.JsonSave(meta),
             ),
             force=True,

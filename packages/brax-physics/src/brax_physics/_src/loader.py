@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -10,6 +11,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from brax_physics._src.collision.pairs import PairGroup, collision_pairs
 from brax_physics._src.system import (
     BIAS_AFFINE,
     BIAS_NONE,
@@ -20,6 +22,7 @@ from brax_physics._src.system import (
     JNT_FREE,
     JNT_HINGE,
     JNT_SLIDE,
+    ModelRef,
     Options,
     System,
 )
@@ -84,8 +87,8 @@ def unsupported(m: Any) -> list[str]:
         if t in (JNT_BALL, JNT_FREE) and m.jnt_stiffness[j] != 0:
             kind = "ball" if t == JNT_BALL else "free"
             errs.append(f"{jnt(j)}: stiffness on a {kind} joint is not supported")
-        if m.jnt_limited[j]:
-            errs.append(f"{jnt(j)}: limited=true (range) is not supported yet (joint limits are constraints)")
+        if m.jnt_limited[j] and t == JNT_BALL:
+            errs.append(f"{jnt(j)}: limited=true on a ball joint is not supported")
         if np.any(m.jnt_stiffnesspoly[j] != 0) or m.jnt_springyield[j] != 0:
             errs.append(f"{jnt(j)}: nonlinear or plastic springs are not supported")
         if m.jnt_actfrclimited[j]:
@@ -93,8 +96,6 @@ def unsupported(m: Any) -> list[str]:
         if t == JNT_FREE and m.body_jntnum[m.jnt_bodyid[j]] != 1:
             errs.append(f"{jnt(j)}: a free joint must be the only joint of its body")
         dofs = range(m.jnt_dofadr[j], m.jnt_dofadr[j] + {JNT_FREE: 6, JNT_BALL: 3}.get(t, 1))
-        if any(m.dof_frictionloss[d] > 0 for d in dofs):
-            errs.append(f"{jnt(j)}: frictionloss is not supported yet (friction loss is a constraint)")
         if any(np.any(m.dof_dampingpoly[d] != 0) for d in dofs):
             errs.append(f"{jnt(j)}: nonlinear damping is not supported")
 
@@ -127,13 +128,25 @@ def unsupported(m: Any) -> list[str]:
     if opt.integrator == INT_IMPLICITFAST and np.any(m.jnt_type == JNT_FREE):
         # MuJoCo 4.0 adds gyroscopic derivative terms for free bodies under implicitfast (not implemented)
         errs.append("option: integrator=implicitfast with a free joint is not supported (use Euler or RK4)")
-    if opt.density != 0 or opt.viscosity != 0:
-        errs.append("option: density/viscosity (fluid forces) are not supported")
+    if opt.cone != 0 and any(g.npair for g in _pairs_or_empty(m)):
+        errs.append("option: cone=elliptic is not supported with contacts (use the default pyramidal cone)")
+    if opt.noslip_iterations != 0:
+        errs.append("option: noslip_iterations > 0 is not supported")
+    geom = _namer(m, obj.mjOBJ_GEOM, "geom")
+    for g in np.flatnonzero(np.asarray(m.geom_fluid).reshape(m.ngeom, -1)[:, 0] != 0):
+        errs.append(f"{geom(int(g))}: fluidshape=ellipsoid is not supported (the inertia-box fluid model is)")
     if opt.enableflags & _ENBL_SLEEP:
         errs.append("option: flag sleep is not supported")
     if opt.disableactuator != 0:
         errs.append("option: actuatorgroupdisable is not supported")
     return errs
+
+
+def _pairs_or_empty(m: Any) -> tuple[PairGroup, ...]:
+    try:
+        return collision_pairs(m).groups
+    except ValueError:
+        return ()  # reported by from_mjmodel when it builds the pairs
 
 
 def _f32(x: Any) -> Any:
@@ -148,14 +161,23 @@ def _bools(x: Any) -> tuple[bool, ...]:
     return tuple(bool(v) for v in np.asarray(x).reshape(-1))
 
 
+def _model_ref(m: Any) -> ModelRef:
+    buf = np.empty(mujoco.mj_sizeModel(m), np.uint8)
+    mujoco.mj_saveModel(m, None, buf)
+    return ModelRef(model=m, digest=hashlib.sha256(buf.tobytes()).digest())
+
+
 def from_mjmodel(m: Any) -> System:
     """Convert a compiled `mujoco.MjModel` into a `System` (ValueError if unsupported)."""
     errs = unsupported(m)
     if errs:
         raise ValueError("unsupported MJCF: " + "; ".join(errs))
+    pairs = collision_pairs(m)  # ValueError naming the geoms for pairs without a collider
     o = m.opt
     opt = Options(
         timestep=_f32(o.timestep), gravity=_f32(o.gravity), impratio=_f32(o.impratio),
+        density=_f32(o.density), viscosity=_f32(o.viscosity), wind=_f32(o.wind),
+        has_fluid=bool(o.density != 0 or o.viscosity != 0),
         integrator=int(o.integrator), disableflags=int(o.disableflags), enableflags=int(o.enableflags),
         cone=int(o.cone), solver=int(o.solver), iterations=int(o.iterations),
         ls_iterations=int(o.ls_iterations), tolerance=float(o.tolerance), ls_tolerance=float(o.ls_tolerance),
@@ -183,6 +205,7 @@ def from_mjmodel(m: Any) -> System:
         actuator_biasprm=_f32(m.actuator_biasprm.reshape(m.nu, mujoco.mjNBIAS)),
         actuator_ctrlrange=_f32(m.actuator_ctrlrange.reshape(m.nu, 2)),
         actuator_forcerange=_f32(m.actuator_forcerange.reshape(m.nu, 2)),
+        stat_meaninertia=_f32(m.stat.meaninertia),
         nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),
         body_weldid=_ints(m.body_weldid),
@@ -191,6 +214,7 @@ def from_mjmodel(m: Any) -> System:
         jnt_type=_ints(m.jnt_type), jnt_qposadr=_ints(m.jnt_qposadr), jnt_dofadr=_ints(m.jnt_dofadr),
         jnt_bodyid=_ints(m.jnt_bodyid), jnt_limited=_bools(m.jnt_limited),
         dof_bodyid=_ints(m.dof_bodyid), dof_jntid=_ints(m.dof_jntid), dof_parentid=_ints(m.dof_parentid),
+        dof_hasfrictionloss=_bools(np.asarray(m.dof_frictionloss) > 0),
         geom_type=_ints(m.geom_type), geom_bodyid=_ints(m.geom_bodyid), geom_contype=_ints(m.geom_contype),
         geom_conaffinity=_ints(m.geom_conaffinity), geom_condim=_ints(m.geom_condim),
         geom_priority=_ints(m.geom_priority), geom_dataid=_ints(m.geom_dataid),
@@ -199,6 +223,8 @@ def from_mjmodel(m: Any) -> System:
         actuator_dyntype=_ints(m.actuator_dyntype), actuator_gaintype=_ints(m.actuator_gaintype),
         actuator_biastype=_ints(m.actuator_biastype), actuator_ctrllimited=_bools(m.actuator_ctrllimited),
         actuator_forcelimited=_bools(m.actuator_forcelimited),
+        contact_pairs=pairs,
         body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),
         geom_names=_names(m, obj.mjOBJ_GEOM, m.ngeom), actuator_names=_names(m, obj.mjOBJ_ACTUATOR, m.nu),
+        mj_model_ref=_model_ref(m),
     )

@@ -23,13 +23,17 @@ from brax_physics._src import testing_models as tm
         (tm.WITH_EQUALITY, r"equality 'eq_jk'.*equality constraints are not supported"),
         (tm.WITH_FILTER_ACTUATOR, r"actuator 'a_filter': dyntype=filter is not supported"),
         (tm.WITH_SITE_ACTUATOR, r"actuator 'a_site': trntype=site is not supported"),
-        (tm.WITH_LIMIT, r"joint 'j': limited=true"),
-        (tm.WITH_FRICTIONLOSS, r"joint 'j': frictionloss"),
+        (tm.WITH_BALL_LIMIT, r"joint 'b': limited=true on a ball joint"),
+        (tm.CONTACT_SCENE.replace('timestep="0.004"', 'timestep="0.004" cone="elliptic"'),
+         r"cone=elliptic is not supported"),
+        (tm.CONTACT_SCENE.replace('timestep="0.004"', 'timestep="0.004" noslip_iterations="2"'),
+         r"noslip_iterations"),
         (tm.FREE_BODY.replace('gravity="0 0 0"', 'integrator="implicitfast"'),
          r"implicitfast with a free joint"),
         (tm.PENDULUM.replace('<option timestep="0.01"/>', '<option integrator="implicit"/>'),
          r"integrator=implicit is not supported"),
-        (tm.PENDULUM.replace('<option timestep="0.01"/>', '<option density="1.2"/>'), r"fluid forces"),
+        (tm.PENDULUM.replace('name="rod"', 'name="rod" fluidshape="ellipsoid"').replace(
+            '<option timestep="0.01"/>', '<option density="1.2"/>'), r"geom 'rod': fluidshape=ellipsoid"),
         (tm.PENDULUM.replace('name="pole"', 'name="pole" gravcomp="1"'), r"body 'pole': gravcomp=1"),
         (tm.FREE_BODY.replace("<freejoint", '<joint type="free" stiffness="1"'),
          r"stiffness on a free joint"),
@@ -57,6 +61,7 @@ def test_load_from_path_resolves_includes(tmp_path: pathlib.Path) -> None:
 
 def test_from_mjmodel_mirrors_mujoco_fields() -> None:
     m = mujoco.MjModel.from_xml_string(tm.CHAIN7)
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT  # its capsule-cylinder pair has no collider
     sys = bp.from_mjmodel(m)
     assert (sys.nq, sys.nv, sys.nbody, sys.njnt, sys.ngeom) == (m.nq, m.nv, m.nbody, m.njnt, m.ngeom)
     assert sys.jnt_type == tuple(m.jnt_type.tolist())
@@ -67,15 +72,23 @@ def test_from_mjmodel_mirrors_mujoco_fields() -> None:
     assert all(leaf.dtype == jnp.float32 for leaf in jax.tree.leaves(sys))
 
 
+# its cylinder base and capsule links would form a pair without a collider
+_ARM = tm.ACTUATED_ARM.replace('<option timestep="0.004"/>',
+                               '<option timestep="0.004"><flag contact="disable"/></option>')
+
+
 def test_system_is_a_pytree_with_static_structure() -> None:
-    sys = bp.load_mjcf(tm.ACTUATED_ARM)
+    sys = bp.load_mjcf(_ARM)
     leaves, treedef_ = jax.tree.flatten(sys)
     treedef: Any = treedef_  # PyTreeDef's stub lacks __eq__
     again = jax.tree.unflatten(treedef, leaves)
     assert jax.tree.structure(again) == treedef
     heavier = sys.replace(body_mass=sys.body_mass * 2.0)
     assert jax.tree.structure(heavier) == treedef  # same compiled program serves both
-    assert hash(treedef) == hash(jax.tree.structure(bp.load_mjcf(tm.ACTUATED_ARM)))
+    assert hash(treedef) == hash(jax.tree.structure(bp.load_mjcf(_ARM)))
+    # collision pairs compare by value: one compile per model, whichever load it came from
+    contact: Any = jax.tree.structure(bp.load_mjcf(tm.CONTACT_SCENE))
+    assert contact == jax.tree.structure(bp.load_mjcf(tm.CONTACT_SCENE))
     assert sys.actuator_ctrllimited == (True, True, False, True)
     restored = pickle.loads(pickle.dumps(sys))
     assert jax.tree.structure(restored) == treedef

@@ -1,26 +1,31 @@
 """The generalized-coordinates pipeline: `init`, `step`, `forward_kinematics`.
 
 Stage order follows MuJoCo's mj_forward: position (kinematics, com quantities, CRB mass matrix and
-its factor), velocity (com velocities, passive forces, RNE bias), actuation, smooth acceleration.
-Position-stage results are stored in `State` for the state's own `q`, so `step` computes them once
-per step, at the end, for the new positions (and the next `step` reuses them).
+its factor, collision), velocity (com velocities, passive forces, RNE bias), actuation, smooth
+acceleration, constraints (rows for friction loss, joint limits and contacts, then the Newton
+solver). Position-stage results (collision included) are stored in `State` for the state's own `q`,
+so `step` computes them once per step, at the end, for the new positions (and the next `step`
+reuses them).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from brax_math import Motion, Transform
 
-from brax_physics._src import com, dynamics, integrator, kinematics
+from brax_physics._src import com, constraint, dynamics, fluid, integrator, kinematics, solver
+from brax_physics._src.collision.contact import Contact, collide
 from brax_physics._src.state import State
 from brax_physics._src.structure import structure
 from brax_physics._src.system import (
     DSBL_ACTUATION,
     DSBL_DAMPER,
     DSBL_EULERDAMP,
+    DSBL_WARMSTART,
     INT_EULER,
     INT_IMPLICITFAST,
     INT_RK4,
@@ -35,6 +40,7 @@ class _Position(NamedTuple):
     cdof: jax.Array
     mass_matrix: jax.Array
     mass_matrix_factor: jax.Array
+    contact: Contact
 
 
 class _Acceleration(NamedTuple):
@@ -43,6 +49,9 @@ class _Acceleration(NamedTuple):
     qfrc_bias: jax.Array
     qfrc_passive: jax.Array
     qacc_smooth: jax.Array
+    qacc: jax.Array
+    efc_force: jax.Array
+    qfrc_constraint: jax.Array
 
 
 def _position(sys: System, q: jax.Array) -> _Position:
@@ -52,18 +61,52 @@ def _position(sys: System, q: jax.Array) -> _Position:
     cin = com.cinert(sys, fr, sub)
     cd = com.cdof(sys, fr, sub)
     m = com.mass_matrix(sys, cin, cd)
-    return _Position(fr, sub, cin, cd, m, dynamics.factor(m))
+    con = collide(sys.contact_pairs, fr.geom_xpos, fr.geom_xmat, sys.geom_size)
+    return _Position(fr, sub, cin, cd, m, dynamics.factor(m), con)
 
 
-def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, cinert: jax.Array,
-                  cdof: jax.Array, factor: jax.Array) -> _Acceleration:
-    """Velocity, actuation and acceleration stages, given the position stage at `q`."""
-    cvel, cdof_dot = com.com_vel(sys, cdof, qd)
-    bias = dynamics.rne(sys, cinert, cdof, cvel, cdof_dot, qd)
+def _state_position(state: State) -> _Position:
+    """The position stage stored in `state` (for its own q)."""
+    fr = kinematics.Frames(state.x.pos, state.x.rot, state.xanchor, state.xaxis, state.xipos, state.ximat,
+                           state.geom_xpos, state.geom_xmat)
+    return _Position(fr, state.subtree_com, state.cinert, state.cdof, state.mass_matrix,
+                     state.mass_matrix_factor, state.contact)
+
+
+def solver_config(sys: System) -> solver.Config:
+    """Static solver settings of `sys`."""
+    o = sys.opt
+    return solver.Config(
+        is_floss=tuple(bool(b) for b in constraint.layout(sys).is_floss), iterations=o.iterations,
+        tolerance=o.tolerance, warmstart=not o.disableflags & DSBL_WARMSTART,
+    )
+
+
+def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos: _Position,
+                  qacc_warmstart: jax.Array) -> _Acceleration:
+    """Velocity, actuation, acceleration and constraint stages, given the position stage at `q`."""
+    cvel, cdof_dot = com.com_vel(sys, pos.cdof, qd)
+    bias = dynamics.rne(sys, pos.cinert, pos.cdof, cvel, cdof_dot, qd)
     pas = dynamics.passive(sys, q, qd)
+    if sys.opt.has_fluid:  # MuJoCo adds fluid forces to qfrc_passive
+        fr = pos.frames
+        pas = pas + fluid.fluid(sys, sys.opt.density, sys.opt.viscosity, sys.opt.wind, fr.xipos, fr.ximat,
+                                pos.subtree_com, cvel, pos.cdof)
     actu = dynamics.actuation(sys, q, qd, act)
-    qacc = dynamics.solve(factor, pas - bias + actu.qfrc)
-    return _Acceleration(actu, cvel, bias, pas, qacc)
+    qfrc_smooth = pas - bias + actu.qfrc
+    qacc_smooth = dynamics.solve(pos.mass_matrix_factor, qfrc_smooth)
+    if constraint.layout(sys).nefc == 0:
+        zero = jnp.zeros(0, qd.dtype)
+        return _Acceleration(actu, cvel, bias, pas, qacc_smooth, qacc_smooth, zero, jnp.zeros_like(qd))
+    rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact)
+    aref = constraint.reference_acceleration(rows, qd)
+    prob = solver.Problem(M=pos.mass_matrix, qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth, J=rows.J,
+                          D=rows.D, R=rows.R, aref=aref, floss=rows.floss)
+    cfg = solver_config(sys)
+    qacc = solver.solve(cfg, prob, qacc_warmstart, sys.stat_meaninertia)
+    efc_force = solver.constraint_force(cfg, prob, qacc)
+    qfrc_constraint = com.mm(rows.J.T, efc_force)
+    return _Acceleration(actu, cvel, bias, pas, qacc_smooth, qacc, efc_force, qfrc_constraint)
 
 
 def _body_velocity(sys: System, xpos: jax.Array, sub: jax.Array, cvel: jax.Array) -> Motion:
@@ -76,13 +119,17 @@ def _body_velocity(sys: System, xpos: jax.Array, sub: jax.Array, cvel: jax.Array
 def _make_state(sys: System, q: jax.Array, qd: jax.Array, time: jax.Array, pos: _Position,
                 acc: _Acceleration, xd: Motion) -> State:
     fr = pos.frames
+    force = constraint.contact_force(sys, pos.contact, acc.efc_force)
+    contact = dataclasses.replace(pos.contact, force=force)
     return State(
         q=q, qd=qd, x=Transform(pos=fr.xpos, rot=fr.xquat), xd=xd, time=time, ctrl=acc.act.ctrl,
         xanchor=fr.xanchor, xaxis=fr.xaxis, xipos=fr.xipos, ximat=fr.ximat, geom_xpos=fr.geom_xpos,
         geom_xmat=fr.geom_xmat, subtree_com=pos.subtree_com, cinert=pos.cinert, cdof=pos.cdof,
         mass_matrix=pos.mass_matrix, mass_matrix_factor=pos.mass_matrix_factor,
         actuator_force=acc.act.force, qfrc_bias=acc.qfrc_bias, qfrc_passive=acc.qfrc_passive,
-        qfrc_actuator=acc.act.qfrc, qacc_smooth=acc.qacc_smooth, qacc=acc.qacc_smooth,
+        qfrc_actuator=acc.act.qfrc, qacc_smooth=acc.qacc_smooth, qacc=acc.qacc,
+        contact=contact, efc_force=acc.efc_force, qfrc_constraint=acc.qfrc_constraint,
+        qacc_warmstart=acc.qacc,
     )
 
 
@@ -97,7 +144,7 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     qd = jnp.zeros(sys.nv, dtype) if qd is None else jnp.asarray(qd, dtype)
     act = jnp.zeros(sys.nu, dtype) if act is None else jnp.asarray(act, dtype)
     pos = _position(sys, q)
-    acc = _acceleration(sys, q, qd, act, pos.cinert, pos.cdof, pos.mass_matrix_factor)
+    acc = _acceleration(sys, q, qd, act, pos, jnp.zeros(sys.nv, dtype))
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, acc.cvel)
     return _make_state(sys, q, qd, jnp.zeros((), dtype), pos, acc, xd)
 
@@ -118,28 +165,28 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     """Advance `state` by one timestep `sys.dt` under control `act` (nu,).
 
     Integrator `sys.opt.integrator`: Euler (semi-implicit, with MuJoCo's implicit joint damping),
-    RK4, or implicitfast (damping and actuator velocity gains implicit). Contacts, joint limits
-    and other constraints are not simulated yet: geoms are carried for rendering only.
-    The returned state's frames and velocities describe its new `q`/`qd`; its force and
-    acceleration fields are those evaluated at the previous `q`/`qd` (for RK4: of the first stage).
+    RK4, or implicitfast (damping and actuator velocity gains implicit); the acceleration they
+    integrate includes the constraint forces (contacts, joint limits, friction loss).
+    The returned state's frames, velocities and contact geometry describe its new `q`/`qd`; its
+    force and acceleration fields (`efc_force`, `contact.force` included) are those evaluated at
+    the previous `q`/`qd` (for RK4: of the first stage).
     """
     h = sys.opt.timestep
     q0, v0 = state.q, state.qd
     act = jnp.asarray(act, v0.dtype)
-    acc = _acceleration(sys, q0, v0, act, state.cinert, state.cdof, state.mass_matrix_factor)
-    a0 = acc.qacc_smooth
+    acc = _acceleration(sys, q0, v0, act, _state_position(state), state.qacc_warmstart)
+    a0 = acc.qacc
 
     if sys.opt.integrator == INT_RK4:
-        def deriv(q: jax.Array, v: jax.Array) -> jax.Array:
-            p = _position(sys, q)
-            return _acceleration(sys, q, v, act, p.cinert, p.cdof, p.mass_matrix_factor).qacc_smooth
+        def deriv(q: jax.Array, v: jax.Array, warm: jax.Array) -> jax.Array:
+            return _acceleration(sys, q, v, act, _position(sys, q), warm).qacc
 
         q2, v2 = integrator.integrate_pos(sys, q0, v0, 0.5 * h), v0 + 0.5 * h * a0
-        a2 = deriv(q2, v2)
+        a2 = deriv(q2, v2, a0)
         q3, v3 = integrator.integrate_pos(sys, q0, v2, 0.5 * h), v0 + 0.5 * h * a2
-        a3 = deriv(q3, v3)
+        a3 = deriv(q3, v3, a2)
         q4, v4 = integrator.integrate_pos(sys, q0, v3, h), v0 + h * a3
-        a4 = deriv(q4, v4)
+        a4 = deriv(q4, v4, a3)
         qd = v0 + h * integrator.rk4_combine([a0, a2, a3, a4])
         q = integrator.integrate_pos(sys, q0, integrator.rk4_combine([v0, v2, v3, v4]), h)
     else:

@@ -20,9 +20,9 @@ RTOL = 1e-4
 @functools.lru_cache(maxsize=None)
 def _model(xml: str) -> tuple[bp.System, Any]:
     m = mujoco.MjModel.from_xml_string(xml)
-    # contacts are not simulated yet (a later stage); the oracle must not generate them either
+    # smooth dynamics only (contacts are tested in constraint_test); same flags on both sides
     m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
-    return bp.load_mjcf(xml), m
+    return bp.from_mjmodel(m), m
 
 
 Trace = tuple[jax.Array, ...]

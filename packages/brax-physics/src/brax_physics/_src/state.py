@@ -8,6 +8,8 @@ from typing import Any
 import jax
 from brax_math import Motion, Transform
 
+from brax_physics._src.collision.contact import Contact
+
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +69,18 @@ class State:
     qacc_smooth: jax.Array
     """(nv,) acceleration without constraints."""
     qacc: jax.Array
-    """(nv,) acceleration used by the integrator (equals qacc_smooth until constraints exist)."""
+    """(nv,) acceleration used by the integrator: qacc_smooth plus the constraint forces' effect."""
+    contact: Contact
+    """Contact slots (static count) at the current `q`: `dist`, `pos`, `frame`, `active`, ... are
+    the geometry of this state's positions; `force` (ncon, 6) is the contact-frame force of the
+    last transition (MuJoCo `mj_contactForce`), zero on inactive slots."""
+    efc_force: jax.Array
+    """(nefc,) constraint row forces of the last transition: friction loss, joint limits, then
+    contact pyramid edges (inactive rows 0)."""
+    qfrc_constraint: jax.Array
+    """(nv,) constraint force in joint space, Jᵀ efc_force."""
+    qacc_warmstart: jax.Array
+    """(nv,) solver warm start for the next step (the last transition's qacc)."""
 
     def replace(self, **changes: Any) -> State:
         """Copy with the given fields replaced."""

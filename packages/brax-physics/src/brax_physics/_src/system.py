@@ -12,6 +12,8 @@ from typing import Any
 
 import jax
 
+from brax_physics._src.collision.pairs import CollisionPairs
+
 # Joint type codes (mjtJoint).
 JNT_FREE = 0
 JNT_BALL = 1
@@ -25,11 +27,17 @@ INT_IMPLICIT = 2
 INT_IMPLICITFAST = 3
 
 # Disable-flag bits (mjtDisableBit) that change the smooth dynamics implemented here.
+DSBL_CONSTRAINT = 1 << 0
+DSBL_FRICTIONLOSS = 1 << 2
+DSBL_LIMIT = 1 << 3
+DSBL_CONTACT = 1 << 4
 DSBL_SPRING = 1 << 5
 DSBL_DAMPER = 1 << 6
 DSBL_GRAVITY = 1 << 7
 DSBL_CLAMPCTRL = 1 << 8
+DSBL_WARMSTART = 1 << 9
 DSBL_ACTUATION = 1 << 11
+DSBL_REFSAFE = 1 << 12
 DSBL_EULERDAMP = 1 << 15
 
 # Actuator bias type codes (mjtBias).
@@ -41,10 +49,28 @@ def _static(**kwargs: Any) -> Any:
     return dataclasses.field(metadata={"static": True}, **kwargs)
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class ModelRef:
+    """A `mujoco.MjModel` held as static System data, equal to another holding the same compiled bytes."""
+
+    model: Any
+    """The `mujoco.MjModel` (its cameras, lights and materials serve renderers; physics never reads it)."""
+    digest: bytes
+    """SHA-256 of the model's MJB serialization at load time."""
+
+    # Static fields are part of the treedef, and jit's cache compares treedefs: comparing by content
+    # lets two loads of the same MJCF share one compiled program, where identity would recompile.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ModelRef) and self.digest == other.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """Simulation options (MuJoCo `mjOption` subset): leaves `timestep`, `gravity`, `impratio`."""
+    """Simulation options (MuJoCo `mjOption` subset): leaves `timestep`, `gravity`, `impratio`, and the medium."""
 
     timestep: jax.Array
     """() integration step in seconds."""
@@ -52,6 +78,14 @@ class Options:
     """(3,) gravitational acceleration in the world frame."""
     impratio: jax.Array
     """() friction-to-normal impedance ratio (used by the contact solver)."""
+    density: jax.Array
+    """() density of the medium (fluid forces, inertia-box model)."""
+    viscosity: jax.Array
+    """() viscosity of the medium (fluid forces, inertia-box model)."""
+    wind: jax.Array
+    """(3,) velocity of the medium in the world frame."""
+    has_fluid: bool = _static()
+    """Whether fluid forces are computed: density or viscosity nonzero at load time."""
     integrator: int = _static()
     """mjtIntegrator code: 0 Euler, 1 RK4, 3 implicitfast."""
     disableflags: int = _static()
@@ -165,6 +199,8 @@ class System:
     """(nu, 2) control range, applied where `actuator_ctrllimited`."""
     actuator_forcerange: jax.Array
     """(nu, 2) force range, applied where `actuator_forcelimited`."""
+    stat_meaninertia: jax.Array
+    """() mean diagonal of the mass matrix at qpos0 (MuJoCo `stat.meaninertia`, solver scaling)."""
 
     # ---- sizes, structure and type codes (static) ----
     nq: int = _static()
@@ -209,6 +245,8 @@ class System:
     """Joint of each dof."""
     dof_parentid: tuple[int, ...] = _static()
     """Parent dof in the kinematic tree (-1 for none)."""
+    dof_hasfrictionloss: tuple[bool, ...] = _static()
+    """Whether the dof has a friction-loss constraint row (frictionloss > 0 at load time)."""
     geom_type: tuple[int, ...] = _static()
     """mjtGeom code."""
     geom_bodyid: tuple[int, ...] = _static()
@@ -237,6 +275,8 @@ class System:
     """Whether ctrl is clamped to `actuator_ctrlrange`."""
     actuator_forcelimited: tuple[bool, ...] = _static()
     """Whether the force is clamped to `actuator_forcerange`."""
+    contact_pairs: CollisionPairs = _static()
+    """Collision candidates with their mixed contact parameters (static, built at load)."""
     body_names: tuple[str, ...] = _static()
     """Body names ('' if unnamed)."""
     jnt_names: tuple[str, ...] = _static()
@@ -245,6 +285,13 @@ class System:
     """Geom names ('' if unnamed)."""
     actuator_names: tuple[str, ...] = _static()
     """Actuator names ('' if unnamed)."""
+    mj_model_ref: ModelRef | None = _static(default=None, repr=False)
+    """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
+
+    @property
+    def mj_model(self) -> Any:
+        """The compiled `mujoco.MjModel` this System came from, or None (for renderers; never read in jit)."""
+        return None if self.mj_model_ref is None else self.mj_model_ref.model
 
     @property
     def dt(self) -> jax.Array:

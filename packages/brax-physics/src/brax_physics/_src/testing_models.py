@@ -241,6 +241,41 @@ WITH_LIMIT = f"<mujoco><worldbody>{_LIMITED}</worldbody></mujoco>"
 _FRICTION = _BODY.replace('axis="0 1 0"/>', 'axis="0 1 0" frictionloss="0.1"/>', 1)
 WITH_FRICTIONLOSS = f"<mujoco><worldbody>{_FRICTION}</worldbody></mujoco>"
 
+WITH_BALL_LIMIT = """<mujoco><worldbody><body><joint name="b" type="ball" range="0 30"/><geom size=".1"/>
+</body></worldbody></mujoco>"""
+
+# Contacts and constraints, one model for all oracle tests (one compile): independent free bodies
+# dropped on a floor (box, sphere, capsule), a box sliding to rest, boxes on two ramps (20° holds
+# and 35° slides for friction 0.5; collision bits keep each box on its own ramp and the bodies
+# apart, so only plane pairs exist), and a hinge
+# with friction loss driven by a motor past its limit.
+CONTACT_SCENE = """
+<mujoco model="contact_scene">
+  <option timestep="0.004"/>
+  <default><geom contype="1" conaffinity="0"/></default>
+  <worldbody>
+    <geom name="floor" type="plane" size="0 0 1" contype="0" conaffinity="1"/>
+    <geom name="ramp_hold" type="plane" size="0 0 1" pos="0 10 0" euler="0 20 0" contype="0" conaffinity="2"
+          friction="0.5"/>
+    <geom name="ramp_slide" type="plane" size="0 0 1" pos="0 -10 0" euler="0 35 0" contype="0" conaffinity="4"
+          friction="0.5"/>
+    <body name="box" pos="0 0 0.3" euler="10 20 5"><freejoint/><geom type="box" size=".1 .08 .05"/></body>
+    <body name="ball" pos="1 0 0.3"><freejoint/><geom type="sphere" size=".1"/></body>
+    <body name="pill" pos="2 0 0.3" euler="30 10 0"><freejoint/><geom type="capsule" size=".05 .1"/></body>
+    <body name="slider" pos="3 0 0.05"><freejoint/><geom type="box" size=".1 .1 .05"/></body>
+    <body name="hold" pos="0 10 0.06" euler="0 20 0"><freejoint/>
+      <geom type="box" size=".1 .1 .05" friction="0.5" contype="2"/></body>
+    <body name="slide" pos="0 -10 0.06" euler="0 35 0"><freejoint/>
+      <geom type="box" size=".1 .1 .05" friction="0.5" contype="4"/></body>
+    <body name="arm" pos="5 0 1">
+      <joint name="hinge" type="hinge" axis="0 1 0" range="-30 30" frictionloss="0.05"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".03" contype="0"/>
+    </body>
+  </worldbody>
+  <actuator><motor joint="hinge" gear="1"/></actuator>
+</mujoco>
+"""
+
 # Disable flags that change the smooth dynamics: no gravity, no ctrl clamping, explicit damping.
 ACTUATED_ARM_FLAGS = ACTUATED_ARM.replace(
     '<option timestep="0.004"/>',

@@ -45,6 +45,9 @@ class Contact:
     """(ncon,) int32 condim."""
     active: jax.Array
     """(ncon,) bool: dist < includemargin."""
+    force: jax.Array
+    """(ncon, 6) constraint force in the contact frame (normal, t1, t2, spin, roll1, roll2), as
+    MuJoCo's `mj_contactForce`; zeros from `collide` (the pipeline fills it in)."""
 
     @property
     def ncon(self) -> int:
@@ -100,4 +103,5 @@ def collide(
             key: jnp.zeros((0, *s), jnp.int32 if key in ("geom1", "geom2", "dim") else dtype)
             for key, s in shapes.items()
         }
-    return Contact(**cat, active=cat["dist"] < cat["includemargin"])
+    force = jnp.zeros((cat["dist"].shape[0], 6), dtype)
+    return Contact(**cat, active=cat["dist"] < cat["includemargin"], force=force)

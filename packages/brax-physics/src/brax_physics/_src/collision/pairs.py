@@ -60,10 +60,25 @@ class PairGroup:
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class CollisionPairs:
-    """Candidate pairs of a model, grouped by pair type (hashable by identity for use as static data)."""
+    """Candidate pairs of a model, grouped by pair type (hashable by value for use as static data:
+    two loads of the same model share compiled programs)."""
 
     groups: tuple[PairGroup, ...]
     """One group per (type1, type2) present, in ascending type order."""
+
+    def _key(self) -> tuple[object, ...]:
+        return tuple(
+            (g.type1, g.type2, g.ncon_per_pair)
+            + tuple(a.tobytes() for a in (g.geom1, g.geom2, g.condim, g.friction, g.solref, g.solreffriction,
+                                          g.solimp, g.margin, g.gap))
+            for g in self.groups
+        )
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CollisionPairs) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     @property
     def ncon(self) -> int:

@@ -1,0 +1,321 @@
+"""Constraint rows (MuJoCo mj_makeConstraint + mj_makeImpedance + mj_referenceConstraint).
+
+Rows come in MuJoCo's order: dof friction loss, joint limits (hinge/slide), contacts (pyramidal
+cone). Their number is static: every dof with friction loss at load time has a row, every limited
+scalar joint one row (for its nearer limit), every contact slot 1 (condim 1) or 2(condim-1) rows.
+Rows that MuJoCo would not instantiate (limit or contact farther than its margin) are kept with
+`active == False`: their D and reference acceleration are zero, so they carry no force and add
+nothing to the solver's cost, gradient or Hessian. Nothing here branches on data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from brax_physics._src.collision.contact import Contact
+from brax_physics._src.collision.pairs import CollisionPairs
+from brax_physics._src.com import mm
+from brax_physics._src.structure import structure
+from brax_physics._src.system import (
+    DSBL_CONSTRAINT,
+    DSBL_CONTACT,
+    DSBL_FRICTIONLOSS,
+    DSBL_LIMIT,
+    DSBL_REFSAFE,
+    JNT_HINGE,
+    JNT_SLIDE,
+    System,
+)
+
+MINIMP = 1e-4  # mjMINIMP
+MAXIMP = 0.9999  # mjMAXIMP
+MINVAL = 1e-15  # mjMINVAL
+
+_HI = jax.lax.Precision.HIGHEST
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Layout:
+    """Static row layout of a model (numpy, trace-time only)."""
+
+    floss_dofs: np.ndarray
+    """(nfloss,) dofs with a friction-loss row."""
+    limit_jnts: np.ndarray
+    """(nlimit,) limited hinge/slide joints."""
+    limit_dofs: np.ndarray
+    """(nlimit,) their dofs."""
+    limit_qpos: np.ndarray
+    """(nlimit,) their qpos addresses."""
+    con_body1: np.ndarray
+    """(ncon,) body of geom1 of every contact slot."""
+    con_body2: np.ndarray
+    """(ncon,) body of geom2 of every contact slot."""
+    con_dim: np.ndarray
+    """(ncon,) condim of every contact slot."""
+    row_con: np.ndarray
+    """(ncrow,) contact slot of every contact row."""
+    row_k: np.ndarray
+    """(ncrow,) contact-frame direction paired with the normal (1..5; 0 for condim 1)."""
+    row_sign: np.ndarray
+    """(ncrow,) float32 +1 / -1 pyramid edge sign (0 for condim 1)."""
+    maxdim: int
+    """Largest condim (number of contact-frame rows needed)."""
+
+    @property
+    def nfloss(self) -> int:
+        """Number of friction-loss rows."""
+        return int(self.floss_dofs.shape[0])
+
+    @property
+    def nlimit(self) -> int:
+        """Number of joint-limit rows."""
+        return int(self.limit_jnts.shape[0])
+
+    @property
+    def ncon(self) -> int:
+        """Number of contact slots."""
+        return int(self.con_dim.shape[0])
+
+    @property
+    def nefc(self) -> int:
+        """Total number of rows."""
+        return self.nfloss + self.nlimit + int(self.row_con.shape[0])
+
+    @property
+    def is_floss(self) -> np.ndarray:
+        """(nefc,) bool: rows with the friction-loss (Huber) cost."""
+        out = np.zeros(self.nefc, bool)
+        out[: self.nfloss] = True
+        return out
+
+
+def layout(sys: System) -> Layout:
+    """The (cached) static row layout of `sys`."""
+    return _layout(sys.dof_hasfrictionloss, sys.jnt_limited, sys.jnt_type, sys.jnt_dofadr, sys.jnt_qposadr,
+                   sys.geom_bodyid, sys.contact_pairs, sys.opt.disableflags)
+
+
+def _cat(xs: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(xs).astype(np.int32) if xs else np.zeros(0, np.int32)
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(
+    dof_hasfrictionloss: tuple[bool, ...],
+    jnt_limited: tuple[bool, ...],
+    jnt_type: tuple[int, ...],
+    jnt_dofadr: tuple[int, ...],
+    jnt_qposadr: tuple[int, ...],
+    geom_bodyid: tuple[int, ...],
+    pairs: CollisionPairs,
+    disableflags: int,
+) -> Layout:
+    off = bool(disableflags & DSBL_CONSTRAINT)
+    floss = [] if off or disableflags & DSBL_FRICTIONLOSS else [
+        i for i, f in enumerate(dof_hasfrictionloss) if f
+    ]
+    scalar = (JNT_HINGE, JNT_SLIDE)
+    lim = [] if off or disableflags & DSBL_LIMIT else [
+        j for j, (lt, t) in enumerate(zip(jnt_limited, jnt_type, strict=True)) if lt and t in scalar
+    ]
+    body = np.asarray(geom_bodyid, np.int32).reshape(-1)
+    g1, g2, dim = [], [], []
+    if not (off or disableflags & DSBL_CONTACT):
+        for g in pairs.groups:
+            k = g.ncon_per_pair
+            g1.append(np.repeat(g.geom1, k))
+            g2.append(np.repeat(g.geom2, k))
+            dim.append(np.repeat(g.condim, k))
+    geom1, geom2, con_dim = _cat(g1), _cat(g2), _cat(dim)
+    # the collision driver always returns every slot; rows only for slots kept here
+    row_con, row_k, row_sign = [], [], []
+    for c, d in enumerate(con_dim):
+        edges = [(0, 0.0)] if d == 1 else [(k, s) for k in range(1, int(d)) for s in (1.0, -1.0)]
+        for k, s in edges:
+            row_con.append(c)
+            row_k.append(k)
+            row_sign.append(s)
+    return Layout(
+        floss_dofs=np.asarray(floss, np.int32),
+        limit_jnts=np.asarray(lim, np.int32),
+        limit_dofs=np.asarray([jnt_dofadr[j] for j in lim], np.int32),
+        limit_qpos=np.asarray([jnt_qposadr[j] for j in lim], np.int32),
+        con_body1=body[geom1] if geom1.size else np.zeros(0, np.int32),
+        con_body2=body[geom2] if geom2.size else np.zeros(0, np.int32),
+        con_dim=con_dim,
+        row_con=np.asarray(row_con, np.int32),
+        row_k=np.asarray(row_k, np.int32),
+        row_sign=np.asarray(row_sign, np.float32),
+        maxdim=int(con_dim.max(initial=1)),
+    )
+
+
+class Rows(NamedTuple):
+    """Position-dependent constraint rows (nefc each; J is (nefc, nv))."""
+
+    J: jax.Array
+    """(nefc, nv) constraint Jacobian."""
+    D: jax.Array
+    """(nefc,) 1/R, zero for inactive rows."""
+    R: jax.Array
+    """(nefc,) regularizer (MuJoCo efc_R)."""
+    b: jax.Array
+    """(nefc,) reference damping coefficient."""
+    kdr: jax.Array
+    """(nefc,) stiffness term k·d·r of the reference acceleration."""
+    floss: jax.Array
+    """(nefc,) friction-loss bound (zero for other rows)."""
+    active: jax.Array
+    """(nefc,) bool: row instantiated by MuJoCo."""
+
+
+def impedance(solimp: jax.Array, r: jax.Array) -> jax.Array:
+    """(n,) impedance d(r) from solimp (n, 5) and residual r (n,) (PHYSICS.md section 6)."""
+    dmin = jnp.clip(solimp[:, 0], MINIMP, MAXIMP)
+    dmax = jnp.clip(solimp[:, 1], MINIMP, MAXIMP)
+    width = jnp.maximum(solimp[:, 2], MINVAL)
+    mid = jnp.clip(solimp[:, 3], MINIMP, MAXIMP)
+    p = jnp.maximum(solimp[:, 4], 1.0)
+    x_raw = jnp.abs(r) / width
+    x = jnp.minimum(x_raw, 1.0)
+
+    def power(base: jax.Array, e: jax.Array) -> jax.Array:  # base**e for base in [0, 1], safe gradients
+        pos = base > 0
+        return jnp.where(pos, jnp.where(pos, base, 1.0) ** e, 0.0)
+
+    y_lo = power(x, p) / mid ** (p - 1)
+    y_hi = 1 - power(1 - x, p) / (1 - mid) ** (p - 1)
+    y = jnp.where(p == 1, x, jnp.where(x <= mid, y_lo, y_hi))
+    return jnp.where(x_raw >= 1, dmax, dmin + y * (dmax - dmin))
+
+
+def _stiffness_damping(sys: System, solref: jax.Array, solimp: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(k, b) (n,) from solref (n, 2): standard (timeconst, dampratio) or direct (-stiffness, -damping)."""
+    dmax = jnp.clip(solimp[:, 1], MINIMP, MAXIMP)
+    tc, zeta = solref[:, 0], solref[:, 1]
+    refsafe = not sys.opt.disableflags & DSBL_REFSAFE
+    tc_std = jnp.maximum(tc, 2 * sys.opt.timestep) if refsafe else tc
+    standard = tc > 0
+    tc_s = jnp.where(standard, tc_std, 1.0)
+    z_s = jnp.where(standard, zeta, 1.0)
+    k = jnp.where(standard, 1 / (dmax**2 * tc_s**2 * z_s**2), -tc / dmax**2)
+    b = jnp.where(standard, 2 / (dmax * tc_s), -zeta / dmax)
+    return k, b
+
+
+def contact_jacobian(sys: System, lay: Layout, cdof: jax.Array, subtree_com: jax.Array,
+                     contact: Contact) -> jax.Array:
+    """(ncon, maxdim, nv) contact-frame Jacobian rows [n, t1, t2, spin, roll1, roll2][:maxdim]."""
+    st = structure(sys)
+    ang, lin = cdof[:, :3], cdof[:, 3:]
+
+    def point_jac(body: np.ndarray) -> tuple[jax.Array, jax.Array]:
+        off = contact.pos - subtree_com[st.root[body]]  # (ncon, 3)
+        mask = jnp.asarray(st.body_dof[body])[..., None]  # (ncon, nv, 1)
+        jacp = (lin[None] + jnp.cross(ang[None], off[:, None, :])) * mask  # (ncon, nv, 3)
+        return jacp, ang[None] * mask
+
+    p1, r1 = point_jac(lay.con_body1)
+    p2, r2 = point_jac(lay.con_body2)
+    frame = contact.frame
+    jt = jnp.einsum("cij,cvj->civ", frame, p2 - p1, precision=_HI)
+    if lay.maxdim <= 3:
+        return jt[:, : lay.maxdim]
+    jr = jnp.einsum("cij,cvj->civ", frame, r2 - r1, precision=_HI)
+    return jnp.concatenate([jt, jr], axis=1)[:, : lay.maxdim]
+
+
+def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array, contact: Contact) -> Rows:
+    """Constraint rows at positions `q` (position stage: everything but the velocity term of aref)."""
+    lay = layout(sys)
+    dtype = cdof.dtype
+    nv = sys.nv
+    Js, rs, solrefs, solimps, As, flosses, actives = [], [], [], [], [], [], []
+
+    if lay.nfloss:
+        d = lay.floss_dofs
+        Js.append(jnp.asarray(np.eye(nv, dtype=np.float32)[d], dtype))
+        rs.append(jnp.zeros(lay.nfloss, dtype))
+        solrefs.append(sys.dof_solref[d])
+        solimps.append(sys.dof_solimp[d])
+        As.append(sys.dof_invweight0[d])
+        flosses.append(sys.dof_frictionloss[d])
+        actives.append(jnp.ones(lay.nfloss, bool))
+
+    if lay.nlimit:
+        j = lay.limit_jnts
+        qj = q[lay.limit_qpos]
+        rng = sys.jnt_range[j]
+        lo, hi = qj - rng[:, 0], rng[:, 1] - qj
+        at_lo = lo < hi
+        dist = jnp.where(at_lo, lo, hi)
+        sign = jnp.where(at_lo, 1.0, -1.0).astype(dtype)
+        eye = jnp.asarray(np.eye(nv, dtype=np.float32)[lay.limit_dofs], dtype)
+        Js.append(eye * sign[:, None])
+        margin = sys.jnt_margin[j]
+        rs.append(dist - margin)
+        solrefs.append(sys.jnt_solref[j])
+        solimps.append(sys.jnt_solimp[j])
+        As.append(sys.dof_invweight0[lay.limit_dofs])
+        flosses.append(jnp.zeros(lay.nlimit, dtype))
+        actives.append(dist < margin)
+
+    if lay.row_con.size:
+        jc = contact_jacobian(sys, lay, cdof, subtree_com, contact)  # (ncon, maxdim, nv)
+        c, k = lay.row_con, lay.row_k
+        mu = contact.friction[c, jnp.asarray(np.maximum(k - 1, 0))]  # (ncrow,)
+        sign = jnp.asarray(lay.row_sign, dtype)
+        Js.append(jc[c, 0] + (sign * mu)[:, None] * jc[c, k])
+        rs.append((contact.dist - contact.includemargin)[c])
+        solrefs.append(contact.solref[c])
+        solimps.append(contact.solimp[c])
+        inv = sys.body_invweight0[:, 0]
+        tran = inv[lay.con_body1] + inv[lay.con_body2]  # (ncon,)
+        mu1 = contact.friction[:, 0]
+        pyr = tran * (1 + mu1**2) * 2 * mu1**2 / sys.opt.impratio
+        a_con = jnp.where(jnp.asarray(lay.con_dim == 1), tran, pyr)
+        As.append(a_con[c])
+        flosses.append(jnp.zeros(c.shape[0], dtype))
+        actives.append(contact.active[c])
+
+    if not Js:
+        z = jnp.zeros(0, dtype)
+        return Rows(jnp.zeros((0, nv), dtype), z, z, z, z, z, jnp.zeros(0, bool))
+    J = jnp.concatenate(Js)
+    r = jnp.concatenate(rs)
+    solref = jnp.concatenate(solrefs)
+    solimp = jnp.concatenate(solimps)
+    A = jnp.concatenate(As)
+    active = jnp.concatenate(actives)
+    imp = impedance(solimp, r)
+    k_, b = _stiffness_damping(sys, solref, solimp)
+    R = jnp.maximum(MINVAL, (1 - imp) / imp * A)
+    D = jnp.where(active, 1 / R, 0.0)
+    kdr = jnp.where(active, k_ * imp * r, 0.0)
+    b = jnp.where(active, b, 0.0)
+    return Rows(J=J, D=D, R=R, b=b, kdr=kdr, floss=jnp.concatenate(flosses), active=active)
+
+
+def reference_acceleration(rows: Rows, qd: jax.Array) -> jax.Array:
+    """(nefc,) efc_aref = -b·(J qd) - k·d·r (zero on inactive rows)."""
+    return -rows.b * mm(rows.J, qd) - rows.kdr
+
+
+def contact_force(sys: System, contact: Contact, efc_force: jax.Array) -> jax.Array:
+    """(ncon, 6) contact-frame forces from the pyramid edge forces (as MuJoCo's mj_contactForce)."""
+    lay = layout(sys)
+    dtype = efc_force.dtype
+    out = jnp.zeros((contact.dist.shape[0], 6), dtype)
+    if not lay.row_con.size:
+        return out
+    f = efc_force[lay.nfloss + lay.nlimit:]
+    c, k = lay.row_con, lay.row_k
+    mu = contact.friction[c, jnp.asarray(np.maximum(k - 1, 0))]
+    normal = out.at[c, 0].add(f)
+    return normal.at[c, k].add(jnp.asarray(lay.row_sign, dtype) * mu * f)

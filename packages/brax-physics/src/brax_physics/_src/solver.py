@@ -1,0 +1,224 @@
+"""MuJoCo's constraint solver: the primal problem over qacc, solved by Newton's method.
+
+    min_x  ½ (x − qacc_smooth)ᵀ M (x − qacc_smooth) + Σ_i s_i(J_i x − aref_i)
+
+with s_i the soft-constraint cost of row i (PHYSICS.md section 8): ½ D jar² on the violated side
+for limits and pyramidal contact edges, a Huber function for friction loss. Each Newton iteration
+factors H = M + Jᵀ diag(D·quadratic) J (dense Cholesky) and minimizes the piecewise-quadratic 1-D
+cost along the Newton direction exactly, without a loop: the slope is evaluated at every kink at
+once, which brackets the minimum on one linear piece (MuJoCo iterates Newton steps on the same
+1-D function up to `ls_iterations`; the exact minimum makes that setting unused). The solve is
+warm-started from the previous step's acceleration when that is cheaper than qacc_smooth, as in
+MuJoCo, and stops on MuJoCo's rules (scaled cost improvement or gradient below `tolerance`, or `iterations`).
+
+Differentiation: the forward solve uses `lax.while_loop` (early exit, so converged problems cost a
+few iterations, not `iterations`), wrapped in a `custom_vjp` whose backward pass is implicit
+differentiation of the optimality condition g(x*, θ) = 0: θ̄ = −(∂g/∂θ)ᵀ H⁻¹ x̄. No loop is
+differentiated, gradients are those of the exact minimizer, and memory does not grow with the
+iteration count.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import jax.scipy.linalg as jsl
+
+_HI = jax.lax.Precision.HIGHEST
+
+# float32 floors on MuJoCo's (double precision) stopping tests: below these relative sizes the
+# cost improvement and gradient are roundoff, and MuJoCo's absolute tests would never fire.
+_REL_COST = 1e-6
+_REL_GRAD = 1e-5
+
+
+class Config(NamedTuple):
+    """Static solver settings (hashable)."""
+
+    is_floss: tuple[bool, ...]
+    """Per row: friction-loss (Huber) cost instead of the unilateral one."""
+    iterations: int
+    """Maximum Newton iterations (MuJoCo `opt.iterations`)."""
+    tolerance: float
+    """MuJoCo `opt.tolerance` on the scaled cost improvement and gradient."""
+    warmstart: bool
+    """Start from the previous qacc when cheaper than qacc_smooth."""
+
+
+class Problem(NamedTuple):
+    """Array data of one constraint problem."""
+
+    M: jax.Array  # (nv, nv)
+    qfrc_smooth: jax.Array  # (nv,)
+    qacc_smooth: jax.Array  # (nv,)
+    J: jax.Array  # (nefc, nv)
+    D: jax.Array  # (nefc,) zero on inactive rows
+    R: jax.Array  # (nefc,)
+    aref: jax.Array  # (nefc,)
+    floss: jax.Array  # (nefc,)
+
+
+def _mv(a: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.matmul(a, x, precision=_HI)
+
+
+def row_terms(cfg: Config, p: Problem, jar: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Per row: force f = −∂s/∂jar, cost s, and whether the row is in its quadratic zone."""
+    D, R, floss = p.D, p.R, p.floss
+    neg = jar < 0
+    f_uni = jnp.where(neg, -D * jar, 0.0)
+    c_uni = jnp.where(neg, 0.5 * D * jar * jar, 0.0)
+    if not any(cfg.is_floss):
+        return f_uni, c_uni, neg
+    isf = jnp.asarray(cfg.is_floss)
+    quad_fl = jnp.abs(jar) <= R * floss
+    f_fl = jnp.clip(-D * jar, -floss, floss)
+    c_fl = jnp.where(quad_fl, 0.5 * D * jar * jar, floss * jnp.abs(jar) - 0.5 * R * floss * floss)
+    return jnp.where(isf, f_fl, f_uni), jnp.where(isf, c_fl, c_uni), jnp.where(isf, quad_fl, neg)
+
+
+def constraint_force(cfg: Config, p: Problem, qacc: jax.Array) -> jax.Array:
+    """(nefc,) efc_force at acceleration `qacc`."""
+    return row_terms(cfg, p, _mv(p.J, qacc) - p.aref)[0]
+
+
+def _hessian_factor(p: Problem, quad: jax.Array) -> jax.Array:
+    w = jnp.where(quad, p.D, 0.0)
+    h = p.M + jnp.matmul(p.J.T * w[None, :], p.J, precision=_HI)
+    return jsl.cholesky(h, lower=True)
+
+
+class _Eval(NamedTuple):
+    cost: jax.Array
+    grad: jax.Array
+    quad: jax.Array
+    gscale: jax.Array  # magnitude of the gradient's terms (roundoff floor)
+
+
+def _evaluate(cfg: Config, p: Problem, x: jax.Array, ma: jax.Array, jar: jax.Array) -> _Eval:
+    f, c, quad = row_terms(cfg, p, jar)
+    jtf = _mv(p.J.T, f)
+    cost = 0.5 * jnp.dot(x - p.qacc_smooth, ma - p.qfrc_smooth, precision=_HI) + jnp.sum(c)
+    grad = ma - p.qfrc_smooth - jtf
+    gscale = jnp.linalg.norm(ma) + jnp.linalg.norm(p.qfrc_smooth) + jnp.linalg.norm(jtf)
+    return _Eval(cost, grad, quad, gscale)
+
+
+def _line_search_exact(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d: jax.Array, md: jax.Array,
+                       jd: jax.Array) -> jax.Array:
+    """Exact minimizer α ≥ 0 of the 1-D piecewise-quadratic cost along d, without a loop.
+
+    φ'(α) is piecewise linear and nondecreasing, with kinks where a row changes zone. Evaluating
+    φ' at every kink (a (nkink, nefc) product) brackets the zero between two consecutive kinks,
+    where φ' is linear: the zero is then found exactly by interpolation (or, beyond the last kink,
+    from the slope of the last piece).
+    """
+    dmd = jnp.dot(d, md, precision=_HI)
+    glin = jnp.dot(ma - p.qfrc_smooth, d, precision=_HI)
+    moving = jd != 0
+    jd_safe = jnp.where(moving, jd, 1.0)
+    kinks = [jnp.where(moving, -jar / jd_safe, 0.0)]  # unilateral rows: jar + α jd = 0
+    if any(cfg.is_floss):
+        isf = jnp.asarray(cfg.is_floss)
+        for s in (1.0, -1.0):  # Huber rows: |jar + α jd| = R floss
+            kinks.append(jnp.where(moving & isf, (s * p.R * p.floss - jar) / jd_safe, 0.0))
+    alpha = jnp.concatenate([jnp.zeros(1, d.dtype), *kinks])
+    alpha = jnp.maximum(alpha, 0.0)  # kinks behind the start do not matter (φ'(0) < 0 there)
+    jar_k = jar[None, :] + alpha[:, None] * jd[None, :]  # (nkink, nefc)
+    big = Problem(p.M, p.qfrc_smooth, p.qacc_smooth, p.J, p.D[None, :], p.R[None, :], p.aref,
+                  p.floss[None, :])
+    f_k = row_terms(cfg, big, jar_k)[0]
+    slope = glin + alpha * dmd - jnp.matmul(f_k, jd, precision=_HI)  # φ'(α_k)
+    neg = slope < 0
+    a_lo = jnp.max(jnp.where(neg, alpha, 0.0))
+    s_lo = jnp.min(jnp.where(neg & (alpha == a_lo), slope, jnp.inf))
+    s_lo = jnp.where(jnp.isfinite(s_lo), s_lo, 0.0)
+    a_hi = jnp.min(jnp.where(neg, jnp.inf, alpha))
+    s_hi = jnp.max(jnp.where(~neg & (alpha == a_hi), slope, -jnp.inf))
+    bounded = jnp.isfinite(a_hi)
+    # beyond the last kink: rows that stay in their quadratic zone as α grows
+    _, _, quad_far = row_terms(cfg, p, jar + (a_lo + 1.0 + 2.0 * a_lo) * jd)
+    far = dmd + jnp.sum(jnp.where(quad_far, p.D, 0.0) * jd * jd)
+    width = jnp.where(bounded, a_hi - a_lo, 0.0)
+    rise = jnp.where(bounded, s_hi - s_lo, 1.0)
+    step = jnp.where(bounded, -s_lo * width / jnp.where(rise > 0, rise, 1.0), -s_lo / jnp.maximum(far, 1e-30))
+    return jnp.where(slope[0] < 0, a_lo + step, 0.0)  # no descent: stay
+
+
+def _newton(cfg: Config, p: Problem, x_warm: jax.Array, meaninertia: jax.Array) -> jax.Array:
+    nv = p.M.shape[0]
+    scale_tol = meaninertia * max(1, nv)  # MuJoCo divides improvement and gradient by this
+
+    def start(x: jax.Array) -> tuple[jax.Array, jax.Array, _Eval]:
+        ma = _mv(p.M, x)
+        jar = _mv(p.J, x) - p.aref
+        return ma, jar, _evaluate(cfg, p, x, ma, jar)
+
+    x = p.qacc_smooth
+    ma, jar, ev = start(x)
+    if cfg.warmstart:
+        ma_w, jar_w, ev_w = start(x_warm)
+        use = ev_w.cost < ev.cost
+        x = jnp.where(use, x_warm, x)
+        ma = jnp.where(use, ma_w, ma)
+        jar = jnp.where(use, jar_w, jar)
+        ev = jax.tree.map(lambda a, b: jnp.where(use, a, b), ev_w, ev)
+
+    def grad_small(e: _Eval) -> jax.Array:
+        gn = jnp.linalg.norm(e.grad)
+        small: jax.Array = (gn < cfg.tolerance * scale_tol) | (gn <= _REL_GRAD * e.gscale)
+        return small
+
+    State = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, _Eval]
+
+    def cond(s: State) -> jax.Array:
+        return (s[0] < cfg.iterations) & ~s[1]
+
+    def body(s: State) -> State:
+        it, _, x, ma, jar, ev = s
+        d = -jsl.cho_solve((_hessian_factor(p, ev.quad), True), ev.grad)
+        md, jd = _mv(p.M, d), _mv(p.J, d)
+        alpha = _line_search_exact(cfg, p, ma, jar, d, md, jd)
+        x, ma, jar = x + alpha * d, ma + alpha * md, jar + alpha * jd
+        new = _evaluate(cfg, p, x, ma, jar)
+        drop = ev.cost - new.cost
+        small = (drop < cfg.tolerance * scale_tol) | (drop <= _REL_COST * jnp.abs(new.cost))
+        return it + 1, small | grad_small(new), x, ma, jar, new
+
+    init: State = (jnp.zeros((), jnp.int32), grad_small(ev), x, ma, jar, ev)
+    out: jax.Array = jax.lax.while_loop(cond, body, init)[2]
+    return out
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def solve(cfg: Config, p: Problem, x_warm: jax.Array, meaninertia: jax.Array) -> jax.Array:
+    """(nv,) constrained acceleration qacc minimizing the primal cost (see the module docstring)."""
+    return _newton(cfg, p, x_warm, meaninertia)
+
+
+def _solve_fwd(cfg: Config, p: Problem, x_warm: jax.Array,
+               meaninertia: jax.Array) -> tuple[jax.Array, tuple[jax.Array, Problem, jax.Array, jax.Array]]:
+    x = _newton(cfg, p, x_warm, meaninertia)
+    return x, (x, p, x_warm, meaninertia)
+
+
+def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array, jax.Array],
+               xbar: jax.Array) -> tuple[Problem, jax.Array, jax.Array]:
+    x, p, x_warm, meaninertia = res
+    _, _, quad = row_terms(cfg, p, _mv(p.J, x) - p.aref)
+    w = jsl.cho_solve((_hessian_factor(p, quad), True), xbar)
+
+    def optimality(q: Problem) -> jax.Array:  # g(x*, θ); qacc_smooth enters only via qfrc_smooth
+        f = row_terms(cfg, q, _mv(q.J, x) - q.aref)[0]
+        return _mv(q.M, x) - q.qfrc_smooth - _mv(q.J.T, f)
+
+    _, vjp = jax.vjp(optimality, p)
+    (pbar,) = vjp(-w)
+    pbar = pbar._replace(qacc_smooth=jnp.zeros_like(p.qacc_smooth))
+    return pbar, jnp.zeros_like(x_warm), jnp.zeros_like(meaninertia)
+
+
+solve.defvjp(_solve_fwd, _solve_bwd)

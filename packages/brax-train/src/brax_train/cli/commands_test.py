@@ -1,0 +1,131 @@
+"""The commands in-process on the `fast` environment: train, resume (extend), eval, render, envs, doctor."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pytest
+
+from brax_train import checkpoint
+from brax_train.cli import _defaults, _doctor, main
+from brax_train.cli._commands import planned_final_step
+
+TINY = [
+    "--env",
+    "fast",
+    "--num-timesteps",
+    "640",
+    "--num-envs",
+    "8",
+    "--set",
+    "batch_size=8",
+    "--set",
+    "num_minibatches=2",
+    "--set",
+    "unroll_length=5",
+    "--set",
+    "num_evals=3",
+    "--set",
+    "num_eval_envs=2",
+    "--set",
+    "episode_length=20",
+]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    path = tmp_path_factory.mktemp("cli") / "run"
+    code = main(["train", *TINY, "--run-dir", str(path)])
+    return {"path": path, "code": code}
+
+
+def test_train_writes_the_run_dir(run: dict[str, Any]) -> None:
+    path = run["path"]
+    assert run["code"] == 0
+    config = json.loads((path / "config.json").read_text())
+    assert (
+        config["env"] == "fast" and config["ppo"]["num_envs"] == 8 and config["ppo"]["num_timesteps"] == 640
+    )
+    assert config["versions"]["brax-train"]
+    rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+    assert rows[0]["event"] == "start" and rows[-1]["event"] == "end"
+    assert any("eval/episode_reward" in r for r in rows)
+    assert (path / "reward.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert list((path / "tb").glob("events.out.tfevents.*"))
+    assert not (path / "replay.html").exists()  # `fast` simulates no System
+    assert int(checkpoint.resolve(path / "checkpoints").name) == planned_final_step(config["ppo"], 0) == 640
+
+
+def test_planned_final_step() -> None:
+    # Measured: the default inverted_pendulum run stops at 2,949,120 steps (18 training steps of 163,840).
+    assert planned_final_step(_defaults.defaults_for("inverted_pendulum"), 0) == 2_949_120
+    assert planned_final_step({**_defaults.defaults_for("fast"), "num_timesteps": 1000}, 1000) == 1000
+
+
+def test_resume_extends_the_run(run: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    path = run["path"]
+    capsys.readouterr()
+    assert main(["resume", str(path)]) == 0  # already complete: nothing to train
+    assert "is complete" in capsys.readouterr().err
+    assert main(["resume", str(path), "--num-timesteps", "1280"]) == 0
+    assert json.loads((path / "config.json").read_text())["ppo"]["num_timesteps"] == 1280
+    assert int(checkpoint.resolve(path / "checkpoints").name) >= 1280
+    events = [json.loads(line).get("event") for line in (path / "metrics.jsonl").read_text().splitlines()]
+    assert events.count("resume") == 1 and events.count("end") == 2
+
+
+def test_eval_prints_a_json_line(run: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["eval", str(run["path"]), "--episodes", "2"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out.strip().splitlines()[-1])
+    assert out["episodes"] == 2 and out["env"] == "fast"
+    assert isinstance(out["reward_mean"], float) and out["reward_std"] >= 0
+    assert out["episode_length_mean"] == 20
+    assert captured.err.startswith("eval: 2 episode(s) of fast")
+
+
+def test_eval_unknown_step(run: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", str(run["path"]), "--step", "7"]) == 2
+    assert "--step: no checkpoint step 7" in capsys.readouterr().err
+
+
+def test_render_needs_a_system(
+    run: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path
+) -> None:
+    assert main(["render", str(run["path"]), "--out", str(tmp_path / "x.html")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "brax-train: error: environment 'fast' simulates no brax_physics.System: nothing to render"
+
+
+def test_envs_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["envs", "--json"]) == 0
+    rows = {r["name"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert rows["fast"]["observation_size"] == 2 and rows["fast"]["action_size"] == 1
+    assert rows["inverted_pendulum"]["dt"] == pytest.approx(0.04)
+    assert rows["inverted_pendulum"]["backend"] == "generalized"
+    assert main(["envs"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["name", "obs", "act", "dt", "backend", "default", "steps"]
+    assert any(line.split()[:3] == ["ant", "27", "8"] for line in lines)
+
+
+def test_doctor_reports_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["versions"]["jax"] and r["versions"]["brax-train"]
+    assert r["jax"]["devices"]
+    assert "default_matmul_precision" in r["jax"]
+    assert "offscreen" in r["rendering"]
+    for p in r["problems"]:
+        assert p["what"] and p["fix"]
+    text = _doctor.format_report(r)
+    assert "matmul precision" in text and "MUJOCO_GL" in text
+
+
+def test_doctor_names_fixes_for_rendering(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_doctor, "probe_rendering", lambda gl, timeout=60.0: (False, "no GL"))
+    r = _doctor.report()
+    assert any("offscreen rendering fails" in p["what"] and "MUJOCO_GL" in p["fix"] for p in r["problems"])

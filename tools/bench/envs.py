@@ -1,0 +1,175 @@
+"""Environment throughput: brax-envs next to Google brax's same environment (`backend='generalized'`).
+
+Prints one JSON line per (env, batch): env steps per second of a jitted `lax.scan` over a vmapped
+`env.step` with uniform random actions in [-1, 1] (no resets; median of `--repeats` timed runs after a
+warm-up), the compile time of that rollout reported separately, and `ours_over_brax`, our throughput
+divided by Google brax's. Each (implementation, env) pair runs in its own subprocess, so the
+compatibility patches Google brax 0.14.2 needs under jax >= 0.10 only ever touch the comparison
+process. A side that fails (e.g. Google brax is not installed) gets an `error` instead of numbers,
+and the line a top-level `error`. Run with
+`hatch run bench:envs [--envs ant,hopper] [--batch 128,1024] [--steps 100]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from physics import _time_jax
+from ppo import _patch_google_brax
+
+Result = dict[str, Any]
+IMPLS = ("ours", "brax")
+
+
+def _patch_jnp_clip() -> None:
+    """Accept `jnp.clip(x, a_min=, a_max=)` (removed in jax 0.10, used by brax 0.14.2's swimmer).
+
+    Comparison process only: our packages never see the patched function.
+    """
+    original = jnp.clip
+    if "a_min" in inspect.signature(original).parameters:
+        return
+
+    def clip(arr: Any, min: Any = None, max: Any = None, *, a_min: Any = None, a_max: Any = None,
+             **kwargs: Any) -> Any:
+        return original(arr, min if a_min is None else a_min, max if a_max is None else a_max, **kwargs)
+
+    setattr(jnp, "clip", clip)  # noqa: B010
+
+
+def make_env(impl: str, name: str) -> Any:
+    """Build environment `name` of `impl` ('ours': brax-envs, 'brax': Google brax, generalized)."""
+    if impl == "brax":
+        _patch_google_brax()
+        _patch_jnp_clip()
+        # Google brax warns on every load that it is unmaintained, and mujoco.mjx (imported by brax)
+        # prints optional-backend import failures to stdout, which must stay JSON lines only.
+        warnings.filterwarnings("ignore", message="Brax System", category=UserWarning)
+        with contextlib.redirect_stdout(sys.stderr):
+            from brax import envs as gbrax_envs
+        return gbrax_envs.get_environment(name, backend="generalized")
+    import brax_envs
+
+    return brax_envs.get_environment(name)
+
+
+def bench_env(env: Any, batch: int, steps: int, repeats: int) -> Result:
+    """Env steps/s, compile seconds and XLA buffer bytes of a `steps`-long random-action rollout."""
+    keys = jax.random.split(jax.random.PRNGKey(0), batch + 1)
+    state = jax.jit(jax.vmap(env.reset))(keys[1:])
+    step = jax.vmap(env.step)
+
+    def rollout(state: Any, key: jax.Array) -> Any:
+        def body(carry: tuple[Any, jax.Array], _: None) -> tuple[tuple[Any, jax.Array], None]:
+            s, k = carry
+            k, sub = jax.random.split(k)
+            action = jax.random.uniform(sub, (batch, env.action_size), minval=-1.0, maxval=1.0)
+            return (step(s, action), k), None
+
+        (s, _), _ = jax.lax.scan(body, (state, key), None, length=steps)
+        return s.obs
+
+    compile_s, run_s, peak = _time_jax(rollout, (state, keys[0]), repeats)
+    return {"env_steps_per_s": round(batch * steps / run_s, 1), "compile_s": round(compile_s, 3),
+            "xla_buffer_bytes": peak or None}
+
+
+def run_worker(impl: str, name: str, batches: list[int], steps: int, repeats: int) -> None:
+    """Benchmark one implementation of one env at every batch size; one JSON line per batch."""
+    try:
+        env = make_env(impl, name)
+    except Exception as e:  # e.g. Google brax missing: a result for every batch, not a crash
+        error = f"{type(e).__name__}: {e}"[:300]
+        for batch in batches:
+            print(json.dumps({"batch": batch, "error": error}), flush=True)
+        return
+    for batch in batches:
+        row: Result = {"batch": batch}
+        try:
+            row.update(bench_env(env, batch, steps, repeats))
+        except Exception as e:  # one failing batch size must not hide the others
+            row["error"] = f"{type(e).__name__}: {e}"[:300]
+        print(json.dumps(row), flush=True)
+
+
+def _run_side(impl: str, name: str, args: argparse.Namespace) -> dict[int, Result]:
+    """Run `run_worker` in a fresh subprocess; its results by batch size."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", impl, name, "--batch", args.batch,
+           "--steps", str(args.steps), "--repeats", str(args.repeats)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    results = {int(r.pop("batch")): r for r in rows}
+    if proc.returncode != 0:  # a crash (or OOM kill) leaves batches without a line
+        error = f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
+        for batch in _ints(args.batch):
+            results.setdefault(batch, {"error": error})
+    return results
+
+
+def _ints(text: str) -> list[int]:
+    """Comma-separated ints."""
+    return [int(b) for b in text.split(",") if b]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse arguments, run each (env, implementation) in a subprocess and print merged JSON lines."""
+    import brax_envs.envs
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--envs", default=",".join(brax_envs.envs.STANDARD_ENVIRONMENTS))
+    ap.add_argument("--batch", default="128,1024", help="comma-separated batch sizes")
+    ap.add_argument("--steps", type=int, default=100, help="env steps per timed rollout")
+    ap.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (median; >= 3)")
+    ap.add_argument("--impls", default=",".join(IMPLS), help=argparse.SUPPRESS)
+    ap.add_argument("--one", nargs=2, metavar=("IMPL", "ENV"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.repeats < 3:
+        ap.error("--repeats must be at least 3 (the reported figure is a median)")
+    if args.steps < 1:
+        ap.error("--steps must be positive")
+    batches = _ints(args.batch)
+    if not batches or min(batches) < 1:
+        ap.error("--batch must list positive batch sizes")
+    if args.one:
+        run_worker(args.one[0], args.one[1], batches, args.steps, args.repeats)
+        return
+    impls = args.impls.split(",")
+    for impl in impls:
+        if impl not in IMPLS:
+            ap.error(f"--impls: unknown implementation {impl!r}; choose from {', '.join(IMPLS)}")
+    device = jax.devices()[0]
+    for name in args.envs.split(","):
+        sides = {impl: _run_side(impl, name, args) for impl in impls}
+        for batch in batches:
+            row: Result = {"env": name, "batch": batch, "steps": args.steps, "repeats": args.repeats,
+                           "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count()}
+            errors = []
+            for impl in impls:
+                side = sides[impl].get(batch, {"error": "no result"})
+                row[impl] = side
+                if "error" in side:
+                    errors.append(f"{impl}: {side['error']}")
+            ours = row.get("ours", {}).get("env_steps_per_s")
+            theirs = row.get("brax", {}).get("env_steps_per_s")
+            if ours and theirs:
+                row["ours_over_brax"] = round(ours / theirs, 3)
+            if errors:
+                row["error"] = "; ".join(errors)
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
