@@ -85,8 +85,8 @@ def check_env(env: Env, *, num_steps: int = 3, batch_size: int = 2, seed: int = 
     states are `State`s with finite leaves, observations match `observation_size`, `reward` and
     `done` are float32 scalars with done in {0, 1}, metrics are scalars; results are identical
     for the same key and actions; `jax.vmap` over `batch_size` members works and member 0 matches
-    the unbatched run within `rtol`/`atol`. Actions come from `action_fn(key, action_size)`
-    (default uniform in [-1, 1]). Returns the jitted functions and the rollout (`EnvCheck`).
+    the unbatched run within `rtol` and `atol` times the leaf's largest magnitude (at least 1).
+    Actions come from `action_fn(key, action_size)` (default uniform in [-1, 1]). Returns the jitted functions and the rollout (`EnvCheck`).
     """
     size = env.action_size
     assert isinstance(size, int) and size > 0, f"action_size must be a positive int, got {size!r}"
@@ -151,7 +151,11 @@ def check_env(env: Env, *, num_steps: int = 3, batch_size: int = 2, seed: int = 
         member0 = jax.tree.map(lambda x: x[0], vs)
         for (name, a1), (_, a2) in zip(_np_leaves(member0), _np_leaves(s), strict=True):
             if np.issubdtype(a1.dtype, np.inexact):
-                np.testing.assert_allclose(a1, a2, rtol=rtol, atol=atol, err_msg=f"{where} member 0 {name}")
+                # vmap reorders float32 reductions, so entries that mix others (a mass-matrix solve)
+                # differ by round-off of the array's largest entry, not of their own.
+                scale = float(np.max(np.abs(a2), initial=0.0, where=np.isfinite(a2)))
+                np.testing.assert_allclose(a1, a2, rtol=rtol, atol=atol * max(1.0, scale),
+                                           err_msg=f"{where} member 0 {name}")
             else:
                 assert np.array_equal(a1, a2), f"{where} member 0 differs from unbatched at {name}"
     assert traces == {"reset": 1, "step": 1}, f"retraced under jit: trace counts {traces}"

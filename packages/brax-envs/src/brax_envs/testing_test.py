@@ -41,7 +41,24 @@ class VectorReward(Fast):
         return s.replace(reward=s.reward[None])
 
 
+@jax.custom_batching.custom_vmap
+def _off_by_one_percent_when_batched(x: jax.Array) -> jax.Array:
+    return x
+
+
+@_off_by_one_percent_when_batched.def_vmap
+def _batched_rule(axis_size: int, in_batched: list[bool], x: jax.Array) -> tuple[jax.Array, bool]:
+    return x * 1.01, in_batched[0]
+
+
+class DiffersUnderVmap(Fast):
+    def step(self, state: State, action: jax.Array) -> State:
+        s = super().step(state, action)
+        return s.replace(obs=_off_by_one_percent_when_batched(s.obs + 1.0))
+
+
 @pytest.mark.parametrize(("env", "match"), [
+    (DiffersUnderVmap(), "vmap step member 0 .obs"),
     (ExtraInfoOnStep(), "differ from reset's"),
     (NaNObs(), "non-finite values in obs"),
     (WrongSize(), "observation_size is 3"),
