@@ -6,7 +6,7 @@ from brax_physics._src.collision.contact import Contact
 from brax_physics._src.loader import from_mjmodel, load_mjcf
 from brax_physics._src.pipeline import forward_kinematics, init, step
 from brax_physics._src.state import State
-from brax_physics._src.system import Options, System
+from brax_physics._src.system import ModelRef, Options, System
 
 try:
     __version__ = version("brax-physics")
@@ -15,6 +15,7 @@ except PackageNotFoundError:  # running from a source tree without an install
 
 __all__ = [
     "Contact",
+    "ModelRef",
     "Options",
     "State",
     "System",
