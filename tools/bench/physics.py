@@ -157,8 +157,9 @@ def main(argv: list[str] | None = None) -> None:
     for model in args.models.split(","):
         xml = MODELS[model].replace("<option", "<option" + override, 1) if override else MODELS[model]
         for batch in (int(b) for b in args.batches.split(",")):
-            rows: list[Result] = []
-            for backend in args.backends.split(","):
+            ours: float | None = None  # brax_physics runs first when listed, so each row prints as it ends
+            backends = sorted(args.backends.split(","), key=lambda b: b != "brax_physics")
+            for backend in backends:
                 row: Result = {"model": model + (f" ({override.strip()})" if override else ""),
                                "backend": backend, "batch": batch, "steps": args.steps,
                                "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count()}
@@ -171,9 +172,8 @@ def main(argv: list[str] | None = None) -> None:
                                env_steps_per_s=round(batch * args.steps / run_s / N_FRAMES.get(model, 1), 1),
                                compile_s=None if compile_s != compile_s else round(compile_s, 3),
                                xla_buffer_bytes=peak or None)
-                rows.append(row)
-            ours = next((r.get("steps_per_s") for r in rows if r["backend"] == "brax_physics"), None)
-            for row in rows:
+                if backend == "brax_physics":
+                    ours = row.get("steps_per_s")
                 if ours and row.get("steps_per_s"):
                     row["ours_over_this"] = round(ours / row["steps_per_s"], 3)
                 print(json.dumps(row), flush=True)

@@ -130,6 +130,22 @@ def plane_capsule(
     return dist, pos, frame
 
 
+def plane_ellipsoid(
+    pos1: jax.Array, mat1: jax.Array, size1: jax.Array,
+    pos2: jax.Array, mat2: jax.Array, size2: jax.Array, margin: jax.Array,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Plane-ellipsoid: 1 contact at the ellipsoid's support point along -n."""
+    del size1, margin
+    n = mat1[:, 2]
+    # With S = diag(size), the surface point whose outward normal is -n is -S² n_l / |S n_l|
+    # in the ellipsoid frame (n_l = Rᵀ n); |S n_l| >= min(size) > 0, so no guard is needed.
+    s_n = size2 * (mat2.T @ n)
+    tip = pos2 - mat2 @ (size2 * s_n) / safe_norm(s_n)
+    dist = jnp.dot(tip - pos1, n)
+    pos = tip - n * (0.5 * dist)
+    return _one(dist, pos, make_frame(n))
+
+
 def _box_corners(size: jax.Array) -> jax.Array:
     """(8, 3) local box corners in MuJoCo's order: bit 0 -> x, bit 1 -> y, bit 2 -> z sign."""
     bits = jnp.arange(8)
@@ -569,6 +585,7 @@ PLANE, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX = 0, 2, 3, 4, 5, 6
 COLLIDERS: dict[tuple[int, int], tuple[Collider, int]] = {
     (PLANE, SPHERE): (plane_sphere, 1),
     (PLANE, CAPSULE): (plane_capsule, 2),
+    (PLANE, ELLIPSOID): (plane_ellipsoid, 1),
     (PLANE, BOX): (plane_box, 4),
     (PLANE, CYLINDER): (plane_cylinder, 4),
     (SPHERE, SPHERE): (sphere_sphere, 1),

@@ -13,7 +13,8 @@ from brax_physics._src.collision import collision_pairs
 from brax_physics._src.collision import oracle_testing as ot
 from brax_physics._src.collision import primitives as P
 
-SIZES = {"sphere": ".1", "capsule": ".08 .2", "box": ".1 .15 .2", "cylinder": ".1 .15"}
+SIZES = {"sphere": ".1", "capsule": ".08 .2", "box": ".1 .15 .2", "cylinder": ".1 .15",
+         "ellipsoid": ".06 .1 .2"}
 
 
 def _quats(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -42,7 +43,7 @@ def _check(batch: ot.Batch, tangents: bool = True, fn: ot.Fn | None = None) -> N
     assert not errs, "\n".join(errs[:20])
 
 
-@pytest.mark.parametrize("t", ["sphere", "capsule", "box", "cylinder"])
+@pytest.mark.parametrize("t", ["sphere", "capsule", "box", "cylinder", "ellipsoid"])
 def test_plane_random_poses(t: str) -> None:
     rng = np.random.default_rng(0)
     n = 48
