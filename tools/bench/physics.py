@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -131,8 +132,41 @@ BACKENDS: dict[str, Callable[[str, int, int, int], tuple[float, float, int]]] = 
 }
 
 
+def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int,
+             timeout: float) -> tuple[float, float, int]:
+    """Run one measurement in a fresh subprocess, so a run that never returns costs `timeout`, not the grid.
+
+    jaxlib 0.10.2's CPU client was seen to wedge here at batch 1024 (every XLA worker and the main
+    thread parked on futexes in `block_until_ready`, no CPU used), for Google brax's spring and MJX
+    pipelines and for ours alike; a fresh process per row also keeps compile caches from leaking
+    between backends.
+    """
+    job = json.dumps({"backend": backend, "xml": xml, "batch": batch, "steps": steps, "repeats": repeats})
+    try:
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one"], input=job, text=True,
+                              capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"no result within {timeout:.0f} s (see _measure's docstring)") from None
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(proc.stderr.strip()[-300:] or f"exit status {proc.returncode}")
+    compile_s, run_s, peak = json.loads(lines[-1])
+    return float(compile_s), float(run_s), int(peak)
+
+
+def _one() -> None:
+    """Child process of `_measure`: read one job as JSON on stdin, print [compile_s, run_s, bytes]."""
+    job = json.loads(sys.stdin.read())
+    warnings.filterwarnings("ignore", message="Brax System", category=UserWarning)
+    out = BACKENDS[job["backend"]](job["xml"], job["batch"], job["steps"], job["repeats"])
+    print(json.dumps(list(out)), flush=True)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark grid and print JSON lines."""
+    if argv is None and sys.argv[1:] == ["--one"]:
+        _one()
+        return
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--backends", default=",".join(BACKENDS))
@@ -142,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--iterations", type=int, default=0,
                     help="override the models' solver iterations (all backends; 0: as in the XML)")
     ap.add_argument("--ls-iterations", type=int, default=0, help="override line-search iterations (0: XML)")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds per (model, backend, batch) row")
     args = ap.parse_args(argv)
     for name in args.models.split(","):
         if name not in MODELS:
@@ -164,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
                                "backend": backend, "batch": batch, "steps": args.steps,
                                "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count()}
                 try:
-                    compile_s, run_s, peak = BACKENDS[backend](xml, batch, args.steps, args.repeats)
+                    compile_s, run_s, peak = _measure(backend, xml, batch, args.steps, args.repeats, args.timeout)
                 except Exception as e:  # a peer failing on a model is a result, not a crash
                     row["error"] = f"{type(e).__name__}: {e}"[:300]
                 else:
