@@ -4,7 +4,9 @@ Prints one JSON line per (model, backend, batch): physics steps per second and e
 second (physics steps / the env's n_frames: 5 for ant and humanoid, 1 otherwise; a jitted `lax.scan`
 over a vmapped step; median of `--repeats` timed runs after a warm-up), compile time, the XLA
 buffer footprint of the compiled rollout, and `ours_over_this`, our throughput divided by that
-backend's. Run with `hatch run bench:physics [--models ant,humanoid] [--batches 1,128,1024]`.
+backend's. Run with `hatch run bench:physics [--models ant,humanoid] [--batches 1,128,1024]
+[--timeout S]`; each row runs in its own process, and one that does not finish in S seconds prints
+as an error row.
 Google brax's positional and spring pipelines approximate the model (their own contact and joint
 models); their rows are speed references only.
 """
