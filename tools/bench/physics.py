@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> None:
                                "backend": backend, "batch": batch, "steps": args.steps,
                                "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count()}
                 try:
-                    compile_s, run_s, peak = _measure(backend, xml, batch, args.steps, args.repeats, args.timeout)
+                    compile_s, run_s, peak = _measure(backend, xml, batch, args.steps, args.repeats,
+                                                      args.timeout)
                 except Exception as e:  # a peer failing on a model is a result, not a crash
                     row["error"] = f"{type(e).__name__}: {e}"[:300]
                 else:

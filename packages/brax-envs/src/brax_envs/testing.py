@@ -86,7 +86,8 @@ def check_env(env: Env, *, num_steps: int = 3, batch_size: int = 2, seed: int = 
     `done` are float32 scalars with done in {0, 1}, metrics are scalars; results are identical
     for the same key and actions; `jax.vmap` over `batch_size` members works and member 0 matches
     the unbatched run within `rtol` and `atol` times the leaf's largest magnitude (at least 1).
-    Actions come from `action_fn(key, action_size)` (default uniform in [-1, 1]). Returns the jitted functions and the rollout (`EnvCheck`).
+    Actions come from `action_fn(key, action_size)` (default uniform in [-1, 1]). Returns the
+    jitted functions and the rollout (`EnvCheck`).
     """
     size = env.action_size
     assert isinstance(size, int) and size > 0, f"action_size must be a positive int, got {size!r}"

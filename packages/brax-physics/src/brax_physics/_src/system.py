@@ -70,7 +70,7 @@ class ModelRef:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """Simulation options (MuJoCo `mjOption` subset): leaves `timestep`, `gravity`, `impratio`, and the medium."""
+    """Simulation options (MuJoCo `mjOption` subset): timestep, gravity, impratio and the medium as leaves."""
 
     timestep: jax.Array
     """() integration step in seconds."""
