@@ -7,7 +7,7 @@ divided by Google brax's. Each (implementation, env) pair runs in its own subpro
 compatibility patches Google brax 0.14.2 needs under jax >= 0.10 only ever touch the comparison
 process. A side that fails (e.g. Google brax is not installed) gets an `error` instead of numbers,
 and the line a top-level `error`. Run with
-`hatch run bench:envs [--envs ant,hopper] [--batch 128,1024] [--steps 100]`.
+`hatch run bench:envs [--envs ant,hopper] [--batch 128,1024] [--steps 100] [--timeout 900]`.
 """
 
 from __future__ import annotations
@@ -109,11 +109,17 @@ def _run_side(impl: str, name: str, args: argparse.Namespace) -> dict[int, Resul
     """Run `run_worker` in a fresh subprocess; its results by batch size."""
     cmd = [sys.executable, os.path.abspath(__file__), "--one", impl, name, "--batch", args.batch,
            "--steps", str(args.steps), "--repeats", str(args.repeats)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=args.timeout)
+        stdout, returncode, why = proc.stdout, proc.returncode, proc.stderr.strip()[-300:]
+    except subprocess.TimeoutExpired as e:  # jaxlib 0.10.2 CPU runs can wedge: lose a side, not the grid
+        out = e.stdout or b""
+        stdout = out.decode() if isinstance(out, bytes) else out
+        returncode, why = -1, f"TimeoutError: no result within {args.timeout:g} s"
+    rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     results = {int(r.pop("batch")): r for r in rows}
-    if proc.returncode != 0:  # a crash (or OOM kill) leaves batches without a line
-        error = f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"
+    if returncode != 0:  # a crash, OOM kill or timeout leaves batches without a line
+        error = why if returncode == -1 else f"exit {returncode}: {why}"
         for batch in _ints(args.batch):
             results.setdefault(batch, {"error": error})
     return results
@@ -133,6 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", default="128,1024", help="comma-separated batch sizes")
     ap.add_argument("--steps", type=int, default=100, help="env steps per timed rollout")
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (median; >= 3)")
+    ap.add_argument("--timeout", type=float, default=900.0,
+                    help="seconds per (implementation, env) subprocess, all batch sizes")
     ap.add_argument("--impls", default=",".join(IMPLS), help=argparse.SUPPRESS)
     ap.add_argument("--one", nargs=2, metavar=("IMPL", "ENV"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -4,7 +4,8 @@ Each (implementation, environment) pair runs in its own subprocess, so the compa
 Google brax 0.14.2 needs under jax >= 0.10 (`jax.device_put_replicated`) only ever touches the
 comparison process. Prints one JSON line per run: wall time, estimated compile time, training env
 steps/s, the eval reward curve and the wall time at which `--target` reward was first reached.
-Run with `hatch run bench:ppo [--envs inverted_pendulum,ant] [--impls ours,brax]`.
+Run with `hatch run bench:ppo [--envs inverted_pendulum,ant] [--impls ours,brax]`; `--impls
+brax-on-ours,ours-on-brax` swaps the environments to tell trainer from environment differences.
 """
 
 from __future__ import annotations
@@ -91,21 +92,50 @@ def _patch_google_brax() -> None:
     setattr(jax, "device_put_replicated", device_put_replicated)  # noqa: B010
 
 
-def run_one(impl: str, env_name: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """Train once in this process and summarize."""
-    settings = {**SETTINGS[env_name], **overrides}
-    if impl == "brax":
+IMPLS = ("ours", "brax", "brax-on-ours", "ours-on-brax")
+"""Trainer and environment: ours/brax use their own env; `X-on-Y` trains X's PPO on Y's env."""
+
+
+def _environment(source: str, env_name: str, trainer: str) -> Any:
+    """`env_name` from brax-envs (`ours`) or from Google brax's generalized backend (`brax`)."""
+    if source == "brax":
         _patch_google_brax()
         from brax import envs as gbrax_envs
+
+        return gbrax_envs.get_environment(env_name, backend="generalized")
+    import brax_envs
+
+    env = brax_envs.get_environment(env_name)
+    if trainer == "brax":
+        # Google brax's EpisodeWrapper adds metrics at reset (e.g. 'reward') and relies on the env's
+        # step to carry them through; our envs return their own metrics dict, so merge here.
+        from brax_envs import wrappers
+
+        class _KeepMetrics(wrappers.Wrapper):
+            def step(self, state: Any, action: Any) -> Any:
+                out = self.env.step(state, action)
+                return out.replace(metrics={**state.metrics, **out.metrics})
+
+        env = _KeepMetrics(env)
+    return env
+
+
+def run_one(impl: str, env_name: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """Train once in this process and summarize."""
+    import jax
+
+    settings = {**SETTINGS[env_name], **overrides}
+    trainer, _, env_source = impl.partition("-on-")
+    env = _environment(env_source or trainer, env_name, trainer)
+    train_fn: Any
+    if trainer == "brax":
+        _patch_google_brax()
         from brax.training.agents.ppo import train as gbrax_ppo
 
-        env = gbrax_envs.get_environment(env_name, backend="generalized")
         train_fn = gbrax_ppo.train
     else:
-        import brax_envs
         from brax_train import ppo
 
-        env = brax_envs.get_environment(env_name)
         train_fn = ppo.train
     curve: list[tuple[int, float, float]] = []
     t0 = time.perf_counter()
@@ -127,6 +157,7 @@ def run_one(impl: str, env_name: str, overrides: dict[str, Any]) -> dict[str, An
     return {
         "impl": impl,
         "env": env_name,
+        "device": str(jax.devices()[0]),
         "num_timesteps": settings["num_timesteps"],
         "wall_s": round(wall, 2),
         "compile_s": round(compile_s, 2),
@@ -144,9 +175,13 @@ def main() -> None:
     p.add_argument("--envs", default="inverted_pendulum,ant")
     p.add_argument("--impls", default="ours,brax")
     p.add_argument("--num-timesteps", type=int, default=None, help="override every env's num_timesteps")
+    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per (impl, env) run")
     p.add_argument("--one", nargs=2, metavar=("IMPL", "ENV"), help=argparse.SUPPRESS)
     p.add_argument("--overrides", default="{}", help=argparse.SUPPRESS)
     args = p.parse_args()
+    for impl in args.impls.split(","):
+        if impl not in IMPLS:
+            p.error(f"--impls: unknown {impl!r}; choose from {', '.join(IMPLS)}")
     if args.one:
         print(json.dumps(run_one(args.one[0], args.one[1], json.loads(args.overrides))), flush=True)
         return
@@ -162,7 +197,12 @@ def main() -> None:
                 "--overrides",
                 json.dumps(overrides),
             ]
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                print(json.dumps({"impl": impl, "env": env_name, "error": f"TimeoutError: no result within "
+                                  f"{args.timeout:g} s"}), flush=True)
+                continue
             lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
             if proc.returncode != 0 or not lines:
                 print(
