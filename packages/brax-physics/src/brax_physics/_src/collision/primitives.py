@@ -234,6 +234,47 @@ def sphere_capsule(
     return _one(dist, pos, make_frame(n))
 
 
+def sphere_cylinder(
+    pos1: jax.Array, mat1: jax.Array, size1: jax.Array,
+    pos2: jax.Array, mat2: jax.Array, size2: jax.Array, margin: jax.Array,
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Sphere-cylinder: 1 contact with the side, a cap or the rim, whichever is closest.
+
+    Sphere center c in the cylinder frame: axial coordinate x, radial distance ρ. Beside the
+    cylinder (|x| < h) it touches the side (a sphere centered on the axis at x, of the cylinder's
+    radius); above or below a cap (ρ < R) the cap plane; otherwise the rim circle point nearest to
+    it. A center inside the cylinder leaves through the side or the cap of least penetration.
+    """
+    del margin
+    dtype = pos1.dtype
+    axis = mat2[:, 2]
+    r, big_r, h = size1[0], size2[0], size2[1]
+    v = pos1 - pos2
+    x = jnp.dot(v, axis)
+    radial_v = v - x * axis
+    radial, rho = _unit(radial_v, mat2[:, 0])
+    side = jnp.abs(x) < h
+    cap = rho < big_r
+    inside = side & cap
+    cap_first = (h - jnp.abs(x)) < (big_r - rho)  # inside: the face of least penetration
+    use_side = side & ~(inside & cap_first)
+    use_cap = cap & ~(inside & ~cap_first)
+    sgn = jnp.where(x >= 0, 1.0, -1.0).astype(dtype)
+    # side: sphere-sphere against the axis point at x, radius R (normal from the sphere inward)
+    d_side, p_side, n_side = _sphere_sphere(pos1, r, pos2 + x * axis, big_r, mat1[:, 2], axis)
+    # cap: plane of the cap facing the sphere
+    n_cap = -sgn * axis
+    d_cap = jnp.abs(x) - h - r
+    p_cap = pos1 + n_cap * (r + 0.5 * d_cap)
+    # rim: the circle point nearest the center, a sphere of zero radius
+    rim = pos2 + sgn * h * axis + big_r * radial
+    d_rim, p_rim, n_rim = _sphere_sphere(pos1, r, rim, jnp.zeros((), dtype), mat1[:, 2], axis)
+    dist = jnp.where(use_side, d_side, jnp.where(use_cap, d_cap, d_rim))
+    pos = jnp.where(use_side, p_side, jnp.where(use_cap, p_cap, p_rim))
+    n = jnp.where(use_side, n_side, jnp.where(use_cap, n_cap, n_rim))
+    return _one(dist, pos, make_frame(n))
+
+
 def capsule_capsule(
     pos1: jax.Array, mat1: jax.Array, size1: jax.Array,
     pos2: jax.Array, mat2: jax.Array, size2: jax.Array, margin: jax.Array,
@@ -590,6 +631,7 @@ COLLIDERS: dict[tuple[int, int], tuple[Collider, int]] = {
     (PLANE, CYLINDER): (plane_cylinder, 4),
     (SPHERE, SPHERE): (sphere_sphere, 1),
     (SPHERE, CAPSULE): (sphere_capsule, 1),
+    (SPHERE, CYLINDER): (sphere_cylinder, 1),
     (SPHERE, BOX): (sphere_box, 1),
     (CAPSULE, CAPSULE): (capsule_capsule, 2),
     (CAPSULE, BOX): (capsule_box, 2),

@@ -87,12 +87,22 @@ def _random_pair_poses(rng: np.random.Generator, n: int, rmin: float, rmax: floa
 
 
 @pytest.mark.parametrize(
-    ("t1", "t2"), [("sphere", "sphere"), ("sphere", "capsule"), ("capsule", "capsule"), ("sphere", "box")]
+    ("t1", "t2"),
+    [("sphere", "sphere"), ("sphere", "capsule"), ("capsule", "capsule"), ("sphere", "box"), ("sphere", "cylinder")],
 )
 def test_pair_random_poses(t1: str, t2: str) -> None:
     rng = np.random.default_rng(1)
     batch = ot.mj_batch(pair_model(t1, t2), _random_pair_poses(rng, 48, 0.1, 0.4))
     assert sum(len(c) for c in batch.contacts) > 10
+    _check(batch)
+
+
+def test_sphere_cylinder_deep_overlaps() -> None:
+    # centers inside the cylinder: MuJoCo leaves through the side or the cap of least penetration
+    rng = np.random.default_rng(2)
+    batch = ot.mj_batch(pair_model("sphere", "cylinder"), _random_pair_poses(rng, 48, 0.0, 0.12))
+    assert sum(len(c) for c in batch.contacts) == 48
+    assert min(c["dist"] for cs in batch.contacts for c in cs) < -0.15
     _check(batch)
 
 
