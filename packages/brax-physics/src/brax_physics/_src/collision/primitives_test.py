@@ -88,7 +88,8 @@ def _random_pair_poses(rng: np.random.Generator, n: int, rmin: float, rmax: floa
 
 @pytest.mark.parametrize(
     ("t1", "t2"),
-    [("sphere", "sphere"), ("sphere", "capsule"), ("capsule", "capsule"), ("sphere", "box"), ("sphere", "cylinder")],
+    [("sphere", "sphere"), ("sphere", "capsule"), ("capsule", "capsule"), ("sphere", "box"),
+     ("sphere", "cylinder")],
 )
 def test_pair_random_poses(t1: str, t2: str) -> None:
     rng = np.random.default_rng(1)
