@@ -100,6 +100,11 @@ class EpisodeWrapper(Wrapper):
         info = state.info
         em0 = {k: jnp.where(info["episode_done"] > 0, jnp.zeros_like(v), v)
                for k, v in info["episode_metrics"].items()}
+        # `truncation` is a per-step flag, and `info` holds this wrapper's value from the previous
+        # step: clear it, so what the inner env leaves there is its own report for this step (an
+        # env that carries `info` through unchanged would otherwise re-report an old time limit
+        # on every later step, and trainers would drop those steps from learning).
+        state = state.replace(info={**info, "truncation": jnp.zeros_like(state.reward)})
 
         def substep(st: State, stopped: jax.Array, em: dict[str, jax.Array]
                     ) -> tuple[State, jax.Array, dict[str, jax.Array], jax.Array]:
