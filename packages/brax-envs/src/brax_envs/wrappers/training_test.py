@@ -135,7 +135,7 @@ def test_auto_reset_restores_first_state_and_keeps_final_obs() -> None:
     # The next step starts a new episode: counters restart.
     np.testing.assert_array_equal(states[2].info["steps"], [1, 1])
     np.testing.assert_array_equal(states[2].done, [0.0, 0.0])
-    np.testing.assert_array_equal(states[2].info["truncation"], [0.0, 0.0])  # the old limit is not re-reported
+    np.testing.assert_array_equal(states[2].info["truncation"], [0.0, 0.0])  # old limit not re-reported
     np.testing.assert_array_equal(states[2].info["episode_metrics"]["sum_reward"], [1.0, 1.0])
 
 
@@ -143,11 +143,12 @@ def test_truncation_marks_only_time_limit_steps_across_episodes() -> None:
     # CounterEnv carries `info` through its step unchanged, as most envs do: every later episode
     # must still be truncated exactly at its own limit (a stale flag would silence learning).
     env = wrappers.wrap_for_training(CounterEnv(), episode_length=3)
-    states = _run(env, jax.jit(env.reset)(jax.random.split(jax.random.PRNGKey(0), 2)), [[[0.0], [0.0]]] * 10)
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    states = _run(env, jax.jit(env.reset)(keys), [[[0.0], [0.0]]] * 10)
     assert [float(s.info["truncation"][0]) for s in states] == [0, 0, 1] * 3 + [0]
     assert [float(s.done[0]) for s in states] == [0, 0, 1] * 3 + [0]
     term = wrappers.wrap_for_training(CounterEnv(terminate_at=2), episode_length=3)
-    states = _run(term, jax.jit(term.reset)(jax.random.split(jax.random.PRNGKey(0), 2)), [[[0.0], [0.0]]] * 6)
+    states = _run(term, jax.jit(term.reset)(keys), [[[0.0], [0.0]]] * 6)
     assert [float(s.info["truncation"][0]) for s in states] == [0] * 6  # terminations, never truncations
     assert [float(s.done[0]) for s in states] == [0, 1] * 3
 
