@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from brax_math import axis_angle_to_quat, normalize, quat_identity, quat_mul, quat_to_mat, rotate
 
 from brax_physics._src.structure import Structure, structure
@@ -25,67 +26,110 @@ class Frames(NamedTuple):
     geom_xmat: jax.Array  # (ngeom, 3, 3)
 
 
+def _take(x: jax.Array, idx: np.ndarray) -> jax.Array:
+    """`x[idx]` for static indices: a slice when they are a contiguous run, else one gather."""
+    n = idx.shape[0]
+    if n and np.array_equal(idx, np.arange(idx[0], idx[0] + n)):
+        return x[int(idx[0]) : int(idx[0]) + n]
+    return x[idx]
+
+
 def _joint_transforms(sys: System, st: Structure, q: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(njnt, 3), (njnt, 4): the motion each non-free joint adds in its body's current frame."""
-    jpos = jnp.zeros((sys.njnt, 3), q.dtype)
-    jquat = quat_identity((sys.njnt,), q.dtype)
+    """(njnt + 1, 3), (njnt + 1, 4): the motion each joint adds in its body's current frame.
+
+    Free joints (set the pose directly, see `kinematics`) and the extra last row are identities.
+    Each joint type is computed on its own and the rows are put in joint order by one gather
+    (no scatters: XLA's CPU scatters do not fuse and copy their operand).
+    """
+    parts_pos, parts_quat, order = [], [], []
 
     h = st.jnt_of_type[JNT_HINGE]
     if h.size:
         adr = st.jnt_qpos[JNT_HINGE]
         rot = axis_angle_to_quat(sys.jnt_axis[h], q[adr] - sys.qpos0[adr])
         # rotation about the anchor jnt_pos: the anchor point stays where it was
-        jpos = jpos.at[h].set(sys.jnt_pos[h] - rotate(sys.jnt_pos[h], rot))
-        jquat = jquat.at[h].set(rot)
+        parts_pos.append(sys.jnt_pos[h] - rotate(sys.jnt_pos[h], rot))
+        parts_quat.append(rot)
+        order.append(h)
 
     s = st.jnt_of_type[JNT_SLIDE]
     if s.size:
         adr = st.jnt_qpos[JNT_SLIDE]
-        jpos = jpos.at[s].set(sys.jnt_axis[s] * (q[adr] - sys.qpos0[adr])[:, None])
+        parts_pos.append(sys.jnt_axis[s] * (q[adr] - sys.qpos0[adr])[:, None])
+        parts_quat.append(quat_identity((s.size,), q.dtype))
+        order.append(s)
 
     b = st.jnt_of_type[JNT_BALL]
     if b.size:
         rot = normalize(q[st.jnt_qpos[JNT_BALL]])
-        jpos = jpos.at[b].set(sys.jnt_pos[b] - rotate(sys.jnt_pos[b], rot))
-        jquat = jquat.at[b].set(rot)
-    return jpos, jquat
+        parts_pos.append(sys.jnt_pos[b] - rotate(sys.jnt_pos[b], rot))
+        parts_quat.append(rot)
+        order.append(b)
+
+    rest = np.concatenate([st.jnt_of_type[JNT_FREE], [sys.njnt]]).astype(np.int32)
+    parts_pos.append(jnp.zeros((rest.size, 3), q.dtype))
+    parts_quat.append(quat_identity((rest.size,), q.dtype))
+    order.append(rest)
+    perm = np.argsort(np.concatenate(order), kind="stable")
+    return _take(jnp.concatenate(parts_pos), perm), _take(jnp.concatenate(parts_quat), perm)
 
 
 def kinematics(sys: System, q: jax.Array) -> Frames:
     """World frames of bodies, joints, inertias and geoms at positions `q` (nq,)."""
     st = structure(sys)
+    nbody, njnt = sys.nbody, sys.njnt
     jpos, jquat = _joint_transforms(sys, st, q)
 
-    # body frame relative to its parent: body_pos/quat, then each joint in order; remember the
-    # frame each joint sees (before its own motion) to place its anchor and axis
+    # body frame relative to its parent: body_pos/quat, then each joint in order (slot k applies
+    # every body's k-th joint; bodies without one take the identity row njnt, an exact no-op).
+    # Remember the frame each joint sees (before its own motion) to place its anchor and axis.
     lpos, lquat = sys.body_pos, sys.body_quat
-    pre_pos = jnp.zeros((sys.njnt, 3), q.dtype)
-    pre_quat = quat_identity((sys.njnt,), q.dtype)
-    for bodies, jnts in st.jnt_slots:
-        pre_pos = pre_pos.at[jnts].set(lpos[bodies])
-        pre_quat = pre_quat.at[jnts].set(lquat[bodies])
-        lpos = lpos.at[bodies].add(rotate(jpos[jnts], lquat[bodies]))
-        lquat = lquat.at[bodies].set(quat_mul(lquat[bodies], jquat[jnts]))
+    seen_pos, seen_quat = [], []
+    pre_idx = np.full(njnt, len(st.jnt_slots) * nbody, np.int32)  # free joints: identity row
+    for k, (bodies, jnts) in enumerate(st.jnt_slots):
+        seen_pos.append(lpos)
+        seen_quat.append(lquat)
+        pre_idx[jnts] = k * nbody + bodies
+        slot = np.full(nbody, njnt, np.int32)
+        slot[bodies] = jnts
+        lpos = lpos + rotate(_take(jpos, slot), lquat)
+        lquat = quat_mul(lquat, _take(jquat, slot))
+    pre_pos = _take(jnp.concatenate([*seen_pos, jnp.zeros((1, 3), q.dtype)]), pre_idx)
+    pre_quat = _take(jnp.concatenate([*seen_quat, quat_identity((1,), q.dtype)]), pre_idx)
     fb = st.free_bodies
     if fb.size:
         # free joints (children of the world, sole joint of their body) set the pose directly
         fq = q[st.jnt_qpos[JNT_FREE]]
-        lpos = lpos.at[fb].set(fq[:, :3])
-        lquat = lquat.at[fb].set(normalize(fq[:, 3:]))
+        pick = np.arange(nbody, dtype=np.int32)
+        pick[fb] = nbody + np.arange(fb.size, dtype=np.int32)
+        lpos = _take(jnp.concatenate([lpos, fq[:, :3]]), pick)
+        lquat = _take(jnp.concatenate([lquat, normalize(fq[:, 3:])]), pick)
 
-    xpos = jnp.zeros((sys.nbody, 3), q.dtype)
-    xquat = quat_identity((sys.nbody,), q.dtype)
+    # world frames level by level: a level's parents are all in the previous level, so each level
+    # gathers from the one before; one final gather puts bodies in id order
+    local = np.zeros(nbody, np.int32)  # index of a body within its level (world: level 0)
+    flat = np.zeros(nbody, np.int32)  # index of a body in the concatenation of all levels
+    lev_pos, lev_quat = [jnp.zeros((1, 3), q.dtype)], [quat_identity((1,), q.dtype)]
+    offset = 1
     for bodies in st.levels:
-        p = st.parent[bodies]
-        xpos = xpos.at[bodies].set(xpos[p] + rotate(lpos[bodies], xquat[p]))
-        xquat = xquat.at[bodies].set(normalize(quat_mul(xquat[p], lquat[bodies])))
+        p = local[st.parent[bodies]]
+        ppos, pquat = _take(lev_pos[-1], p), _take(lev_quat[-1], p)
+        lev_pos.append(ppos + rotate(_take(lpos, bodies), pquat))
+        lev_quat.append(normalize(quat_mul(pquat, _take(lquat, bodies))))
+        local[bodies] = np.arange(bodies.size)
+        flat[bodies] = offset + np.arange(bodies.size)
+        offset += bodies.size
+    xpos = _take(jnp.concatenate(lev_pos), flat)
+    xquat = _take(jnp.concatenate(lev_quat), flat)
 
     # joint frame = parent frame composed with the body-local frame seen by the joint
     jp = st.parent[st.jnt_body]
     xanchor = xpos[jp] + rotate(pre_pos + rotate(sys.jnt_pos, pre_quat), xquat[jp])
     xaxis = rotate(sys.jnt_axis, quat_mul(xquat[jp], pre_quat))
     if fb.size:
-        xanchor = xanchor.at[st.jnt_of_type[JNT_FREE]].set(xpos[fb])
+        jfree = np.arange(njnt, dtype=np.int32)
+        jfree[st.jnt_of_type[JNT_FREE]] = njnt + np.arange(fb.size, dtype=np.int32)
+        xanchor = _take(jnp.concatenate([xanchor, _take(xpos, fb)]), jfree)
 
     xipos = xpos + rotate(sys.body_ipos, xquat)
     ximat = quat_to_mat(quat_mul(xquat, sys.body_iquat))
