@@ -96,13 +96,41 @@ IMPLS = ("ours", "brax", "brax-on-ours", "ours-on-brax")
 """Trainer and environment: ours/brax use their own env; `X-on-Y` trains X's PPO on Y's env."""
 
 
+def _FromGoogle(genv: Any) -> Any:
+    """A Google brax env as a `brax_envs.Env` (same State fields), for our trainer."""
+    import brax_envs
+    from brax.envs.base import State as GState
+
+    def to_google(s: Any) -> Any:
+        return GState(pipeline_state=s.pipeline_state, obs=s.obs, reward=s.reward, done=s.done,
+                      metrics=s.metrics, info=s.info)
+
+    def to_ours(g: Any) -> Any:
+        return brax_envs.State(pipeline_state=g.pipeline_state, obs=g.obs, reward=g.reward, done=g.done,
+                               metrics=g.metrics, info=g.info)
+
+    class FromGoogle(brax_envs.Env):
+        def reset(self, rng: Any) -> Any:
+            return to_ours(genv.reset(rng))
+
+        def step(self, state: Any, action: Any) -> Any:
+            return to_ours(genv.step(to_google(state), action))
+
+        @property
+        def action_size(self) -> int:
+            return int(genv.action_size)
+
+    return FromGoogle()
+
+
 def _environment(source: str, env_name: str, trainer: str) -> Any:
     """`env_name` from brax-envs (`ours`) or from Google brax's generalized backend (`brax`)."""
     if source == "brax":
         _patch_google_brax()
         from brax import envs as gbrax_envs
 
-        return gbrax_envs.get_environment(env_name, backend="generalized")
+        genv = gbrax_envs.get_environment(env_name, backend="generalized")
+        return genv if trainer == "brax" else _FromGoogle(genv)
     import brax_envs
 
     env = brax_envs.get_environment(env_name)
