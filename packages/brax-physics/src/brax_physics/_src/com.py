@@ -12,9 +12,9 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+from brax_math import quat_to_mat
 from jax import custom_batching
 from jax.custom_derivatives import SymbolicZero
-from brax_math import quat_to_mat
 
 from brax_physics._src.kinematics import Frames
 from brax_physics._src.structure import structure

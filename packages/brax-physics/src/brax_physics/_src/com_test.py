@@ -22,7 +22,8 @@ def test_mm_unbatched_matches_numpy(n: int, k: int, m: int | None) -> None:
     a, b = _operands(n, k, m)
     # Small shapes take the fused form, large ones the dot: both must agree with float64 numpy.
     assert com._use_dot(1, a.shape, b.shape) == (n >= 40)
-    np.testing.assert_allclose(com.mm(jnp.asarray(a), jnp.asarray(b)), a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+    got = com.mm(jnp.asarray(a), jnp.asarray(b))
+    np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("batch", [1, 3, 256])
