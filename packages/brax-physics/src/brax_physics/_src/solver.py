@@ -27,6 +27,8 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
+from brax_physics._src import linalg
+
 _HI = jax.lax.Precision.HIGHEST
 
 # float32 floors on MuJoCo's (double precision) stopping tests: below these relative sizes the
@@ -85,10 +87,21 @@ def constraint_force(cfg: Config, p: Problem, qacc: jax.Array) -> jax.Array:
     return row_terms(cfg, p, _mv(p.J, qacc) - p.aref)[0]
 
 
-def _hessian_factor(p: Problem, quad: jax.Array) -> jax.Array:
+# Up to this many multiply-adds (nefc·nv²) the Hessian is summed elementwise, above it a dot.
+_HESSIAN_ELEMENTWISE_MAX = 1 << 16
+
+
+def _hessian(p: Problem, quad: jax.Array) -> jax.Array:
+    """(nv, nv) H = M + Jᵀ diag(D on quadratic rows) J."""
     w = jnp.where(quad, p.D, 0.0)
-    h = p.M + jnp.matmul(p.J.T * w[None, :], p.J, precision=_HI)
-    return jsl.cholesky(h, lower=True)
+    nefc, nv = p.J.shape
+    if nefc * nv * nv > _HESSIAN_ELEMENTWISE_MAX:
+        return p.M + jnp.matmul(p.J.T * w[None, :], p.J, precision=_HI)
+    # A sum of weighted row outer products fuses into one kernel; under vmap the dot form is a
+    # batched dot of tiny matrices, which XLA's CPU backend runs matrix by matrix (ant, 1024
+    # envs: 0.30 ms vs 0.88 ms). Plain float32 products: no reduced-precision matmul either.
+    jw = p.J * w[:, None]
+    return p.M + jnp.sum(jw[:, :, None] * p.J[:, None, :], axis=0)
 
 
 class _Eval(NamedTuple):
@@ -179,7 +192,7 @@ def _newton(cfg: Config, p: Problem, x_warm: jax.Array, meaninertia: jax.Array) 
 
     def body(s: State) -> State:
         it, _, x, ma, jar, ev = s
-        d = -jsl.cho_solve((_hessian_factor(p, ev.quad), True), ev.grad)
+        d = -linalg.spd_solve(_hessian(p, ev.quad), ev.grad)
         md, jd = _mv(p.M, d), _mv(p.J, d)
         alpha = _line_search_exact(cfg, p, ma, jar, d, md, jd)
         x, ma, jar = x + alpha * d, ma + alpha * md, jar + alpha * jd
@@ -209,7 +222,7 @@ def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array, jax.Array]
                xbar: jax.Array) -> tuple[Problem, jax.Array, jax.Array]:
     x, p, x_warm, meaninertia = res
     _, _, quad = row_terms(cfg, p, _mv(p.J, x) - p.aref)
-    w = jsl.cho_solve((_hessian_factor(p, quad), True), xbar)
+    w = jsl.cho_solve((jsl.cholesky(_hessian(p, quad), lower=True), True), xbar)
 
     def optimality(q: Problem) -> jax.Array:  # g(x*, θ); qacc_smooth enters only via qfrc_smooth
         f = row_terms(cfg, q, _mv(q.J, x) - q.aref)[0]
