@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
-from brax_physics._src import linalg
 from brax_physics._src.com import cross_force, inertia_mul, mm
 from brax_physics._src.structure import structure
 from brax_physics._src.system import (
@@ -93,8 +92,9 @@ def actuation(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array) -> Actua
 # Up to this size the factor and solves are unrolled into plain array ops. A LAPACK custom call
 # has a fixed cost per call that dominates tiny matrices (measured on CPU, one scan of 1000
 # factor+solve: n=2 0.56 us unrolled 0.07 us; batch 128: 20 us vs 0.5 us); from n=7 on LAPACK
-# is as fast or faster and compiles much quicker, so larger matrices keep it (`linalg`, which
-# writes the solves out over the batch instead when many small matrices are vmapped).
+# is as fast or faster and compiles much quicker, so larger matrices keep it. (The Newton solver's
+# own solves, several per step, use `linalg.spd_solve`, written out over the batch under vmap;
+# here, once per step, that gains nothing measurable and costs seconds of compile time.)
 _UNROLL_MAX = 4
 
 
@@ -117,7 +117,7 @@ def solve(l: jax.Array, b: jax.Array) -> jax.Array:
     """Solve (L Lᵀ) x = b for x (nv,) given the lower factor L."""
     n = l.shape[-1]
     if n > _UNROLL_MAX:
-        return linalg.cho_solve(l, b)
+        return jsl.cho_solve((l, True), b)
     r, ys = b, []
     for j in range(n):  # forward substitution, column by column
         ys.append(r[j] / l[j, j])
@@ -128,9 +128,3 @@ def solve(l: jax.Array, b: jax.Array) -> jax.Array:
         r = r - l[j, :] * xs[j]
     return jnp.stack(xs)
 
-
-def spd_solve(m: jax.Array, b: jax.Array) -> jax.Array:
-    """Solve m x = b for x (nv,) with m (nv, nv) symmetric positive definite (factor and solve)."""
-    if m.shape[-1] > _UNROLL_MAX:
-        return linalg.spd_solve(m, b)
-    return solve(factor(m), b)

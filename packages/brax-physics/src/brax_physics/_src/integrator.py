@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from brax_math import quat_integrate
 
-from brax_physics._src.dynamics import spd_solve
+from brax_physics._src.dynamics import factor, solve
 from brax_physics._src.structure import structure
 from brax_physics._src.system import JNT_BALL, JNT_FREE, System
 
@@ -38,7 +38,7 @@ def implicit_velocity(m: jax.Array, qd: jax.Array, qacc: jax.Array, qdv: jax.Arr
     a second solve) and needs only a factor of M̂ = M − h·diag(qdv).
     """
     m_hat = m - h * jnp.diag(qdv)
-    return qd + h * qacc + (h * h) * spd_solve(m_hat, qdv * qacc)
+    return qd + h * qacc + (h * h) * solve(factor(m_hat), qdv * qacc)
 
 
 def rk4_combine(vs: list[jax.Array]) -> jax.Array:
