@@ -60,7 +60,6 @@ def _column_solve(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.stack(xs)
 
 
-
 def _batched_operands(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> list[jax.Array]:
     """The operands of a vmap rule, each with the batch axis in front."""
     return [x if b else jnp.broadcast_to(x, (axis_size, *x.shape)) for x, b in zip(xs, in_batched, strict=True)]
