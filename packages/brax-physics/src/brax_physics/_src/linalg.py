@@ -62,7 +62,8 @@ def _column_solve(a: jax.Array, b: jax.Array) -> jax.Array:
 
 def _batched_operands(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> list[jax.Array]:
     """The operands of a vmap rule, each with the batch axis in front."""
-    return [x if b else jnp.broadcast_to(x, (axis_size, *x.shape)) for x, b in zip(xs, in_batched, strict=True)]
+    pairs = zip(xs, in_batched, strict=True)
+    return [x if b else jnp.broadcast_to(x, (axis_size, *x.shape)) for x, b in pairs]
 
 
 def _column_form(axis_size: int, n: int, ndim: int) -> bool:

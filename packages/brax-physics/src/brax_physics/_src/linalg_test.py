@@ -1,4 +1,4 @@
-"""`spd_solve` against float64 numpy, unbatched and under vmap, in both of its lowerings (LAPACK, batch-last columns)."""
+"""`spd_solve` against float64 numpy, unbatched and under vmap, in both lowerings (LAPACK, columns)."""
 
 from __future__ import annotations
 
