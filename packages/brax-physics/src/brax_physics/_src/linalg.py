@@ -83,7 +83,7 @@ def _spd_solve_vmap(
     """Batched rule: the batch-last column solve for small n and large batches, else LAPACK."""
     a, b = _batched_operands(axis_size, in_batched, a, b)
     if not _column_form(axis_size, a.shape[-1], a.ndim):
-        return jsl.cho_solve((jsl.cholesky(a, lower=True), True), b[..., None])[..., 0], True
+        return jax.vmap(_lapack_solve)(a, b), True
     return jnp.moveaxis(_column_solve(jnp.moveaxis(a, 0, -1), jnp.moveaxis(b, 0, -1)), -1, 0), True
 
 

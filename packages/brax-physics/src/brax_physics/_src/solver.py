@@ -25,7 +25,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 
 from brax_physics._src import linalg
 
@@ -222,7 +221,7 @@ def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array, jax.Array]
                xbar: jax.Array) -> tuple[Problem, jax.Array, jax.Array]:
     x, p, x_warm, meaninertia = res
     _, _, quad = row_terms(cfg, p, _mv(p.J, x) - p.aref)
-    w = jsl.cho_solve((jsl.cholesky(_hessian(p, quad), lower=True), True), xbar)
+    w = linalg.spd_solve(_hessian(p, quad), xbar)
 
     def optimality(q: Problem) -> jax.Array:  # g(x*, θ); qacc_smooth enters only via qfrc_smooth
         f = row_terms(cfg, q, _mv(q.J, x) - q.aref)[0]
