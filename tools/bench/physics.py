@@ -134,19 +134,42 @@ BACKENDS: dict[str, Callable[[str, int, int, int], tuple[float, float, int]]] = 
 }
 
 
+# jaxlib 0.10.x's batched LAPACK kernels (potrf, the Cholesky behind MJX's Newton solver and our
+# solves) split the batch over XLA:CPU's intra-op pool and block their pool thread until the chunks
+# are done. XLA's default concurrency-optimized scheduler places MJX's two independent Cholesky calls
+# side by side; once as many are in flight as the pool has threads (2 on a 2-core machine), every
+# thread waits in `jax::ParallelBatchMap` and none is left to run the chunks. The memory-minimizing
+# schedule keeps them apart: MJX ant at batch 1024 ran 300 rollouts clean where the default wedged
+# within 10. Empirical, not a guarantee (no XLA flag sizes the pool or serializes thunks); jaxlib
+# 0.9.2 has no parallel batch path at all. Every backend gets it, so both sides of a ratio compile
+# alike.
+_CHILD_XLA_FLAGS = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+
+
+def _child_env() -> dict[str, str]:
+    """This process's environment with `_CHILD_XLA_FLAGS` added to XLA_FLAGS, unless it sets that flag."""
+    env = dict(os.environ)
+    flags = env.get("XLA_FLAGS", "")
+    if "xla_cpu_enable_concurrency_optimized_scheduler" not in flags:
+        env["XLA_FLAGS"] = f"{flags} {_CHILD_XLA_FLAGS}".strip()
+    return env
+
+
 def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int,
              timeout: float) -> tuple[float, float, int]:
     """Run one measurement in a fresh subprocess, so a run that never returns costs `timeout`, not the grid.
 
     jaxlib 0.10.2's CPU client was seen to wedge here at batch 1024 (every XLA worker and the main
     thread parked on futexes in `block_until_ready`, no CPU used), for Google brax's spring and MJX
-    pipelines and for ours alike; a fresh process per row also keeps compile caches from leaking
-    between backends.
+    pipelines and for ours alike. MJX's wedge (batch 512 and 1024) was traced to the LAPACK Cholesky,
+    which ours also calls: the child runs with `_CHILD_XLA_FLAGS` against it. Spring makes no LAPACK
+    call and was not traced; the timeout stays as the backstop. A fresh process per row also keeps
+    compile caches from leaking between backends.
     """
     job = json.dumps({"backend": backend, "xml": xml, "batch": batch, "steps": steps, "repeats": repeats})
     try:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one"], input=job, text=True,
-                              capture_output=True, timeout=timeout, check=False)
+                              capture_output=True, timeout=timeout, check=False, env=_child_env())
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"no result within {timeout:.0f} s (see _measure's docstring)") from None
     lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]

@@ -6,8 +6,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import jax.scipy.linalg as jsl
 
+from brax_physics._src import linalg
 from brax_physics._src.com import cross_force, inertia_mul, mm
 from brax_physics._src.structure import structure
 from brax_physics._src.system import (
@@ -89,41 +89,11 @@ def actuation(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array) -> Actua
     return Actuation(ctrl, force, qfrc, dforce)
 
 
-# Up to this size the factor and solves are unrolled into plain array ops. A LAPACK custom call
-# has a fixed cost per call that dominates tiny matrices (measured on CPU, one scan of 1000
-# factor+solve: n=2 0.56 us unrolled 0.07 us; batch 128: 20 us vs 0.5 us); from n=7 on LAPACK
-# is as fast or faster and compiles much quicker, so larger matrices keep it. (The Newton solver's
-# solves, several per step, use `linalg.spd_solve`'s batch-last column form under vmap; for the
-# one factor and two solves per step here that form measured no faster and compiles longer.)
-_UNROLL_MAX = 4
-
-
 def factor(m: jax.Array) -> jax.Array:
-    """(nv, nv) lower Cholesky factor of a symmetric positive definite matrix."""
-    n = m.shape[-1]
-    if n > _UNROLL_MAX:
-        return jsl.cholesky(m, lower=True)
-    idx = jnp.arange(n)
-    cols: list[jax.Array] = []
-    for j in range(n):  # trace-time unrolling over at most _UNROLL_MAX columns
-        c = m[:, j]
-        for k in range(j):
-            c = c - cols[k] * cols[k][j]
-        cols.append(jnp.where(idx >= j, c, 0.0) / jnp.sqrt(c[j]))
-    return jnp.stack(cols, axis=1)
+    """(nv, nv) lower Cholesky factor of an SPD matrix (carries no gradient: see `solve`)."""
+    return linalg.cholesky(m)
 
 
-def solve(l: jax.Array, b: jax.Array) -> jax.Array:
-    """Solve (L Lᵀ) x = b for x (nv,) given the lower factor L."""
-    n = l.shape[-1]
-    if n > _UNROLL_MAX:
-        return jsl.cho_solve((l, True), b)
-    r, ys = b, []
-    for j in range(n):  # forward substitution, column by column
-        ys.append(r[j] / l[j, j])
-        r = r - l[:, j] * ys[-1]
-    r, xs = jnp.stack(ys), [jnp.zeros((), b.dtype)] * n
-    for j in reversed(range(n)):  # back substitution with Lᵀ
-        xs[j] = r[j] / l[j, j]
-        r = r - l[j, :] * xs[j]
-    return jnp.stack(xs)
+def solve(m: jax.Array, l: jax.Array, b: jax.Array) -> jax.Array:
+    """Solve M x = b for x (nv,) given M's lower factor L; gradients flow through M and b."""
+    return linalg.cho_solve(m, l, b)

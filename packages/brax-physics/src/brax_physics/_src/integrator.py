@@ -38,7 +38,11 @@ def implicit_velocity(m: jax.Array, qd: jax.Array, qacc: jax.Array, qdv: jax.Arr
     a second solve) and needs only a factor of M̂ = M − h·diag(qdv).
     """
     m_hat = m - h * jnp.diag(qdv)
-    return qd + h * qacc + (h * h) * solve(factor(m_hat), qdv * qacc)
+    # Make M̂ depend on qacc, so its LAPACK factor cannot run next to the solves that produce
+    # qacc: two batched LAPACK calls at once can deadlock jaxlib 0.10 (see `linalg`). Values are
+    # unchanged (a NaN qacc makes qd NaN either way); XLA dropped an optimization_barrier here.
+    m_hat = jnp.where(jnp.isnan(qacc[:1, None]), jnp.nan, m_hat)
+    return qd + h * qacc + (h * h) * solve(m_hat, factor(m_hat), qdv * qacc)
 
 
 def rk4_combine(vs: list[jax.Array]) -> jax.Array:

@@ -1,103 +1,178 @@
-"""Small symmetric positive definite solves, lowered by batch size (the Newton solver's hot path).
+"""Symmetric positive definite factors and solves, and how they lower under vmap.
 
-`spd_solve(a, b)` solves a x = b by Cholesky. Unbatched it calls LAPACK. Under `vmap` (many
-problems at once, as in a batch of simulated envs) and for small n it instead runs the factor and
-the two substitutions as whole-array operations on (n, n, batch) arrays with the batch as the
-minor axis, so every operation is one SIMD loop over the batch and they fuse with their
-neighbours. XLA's CPU lowering of a batched LAPACK factor and solve calls LAPACK once per matrix
-and cannot fuse; inside the Newton loop of the ant (n = 14, 1024 envs) the step takes 13 ms with
-this form and 17 ms with LAPACK. Up to `UNROLL_MAX_N` only: the work per operation grows as n².
+Unbatched they call LAPACK, or for n <= `SMALL_N` a few plain array ops (which beat a LAPACK
+call's fixed cost). Under `vmap`, for n <= `UNROLL_MAX_N`, the solves run as whole-array
+operations on (n, n, batch) arrays with the batch as the minor axis, each one SIMD loop over the
+batch that fuses with its neighbours, where a batched LAPACK call runs matrix by matrix:
+`spd_solve` (the Newton solver's, several per step) factors by a right-looking Cholesky unrolled
+over columns, and it and `cho_solve` substitute row by row in a `fori_loop` (1024 14x14 systems:
+0.19 ms vs LAPACK's 0.48 ms). `cholesky`, once per step for the mass matrix, stays LAPACK: the
+unrolled factor made the ant step compile ~1.5 s longer.
 
-Its tangents come from LAPACK's rules, so gradients are exactly those of `jax.scipy.linalg`.
+Batched LAPACK calls must never run two at a time: jaxlib 0.10's CPU kernels split a large batch
+over XLA's intra-op thread pool and block their own pool thread until the pieces finish; once as
+many batched calls run at once as the pool has threads (2 on a 2-core machine), every thread waits
+and the process hangs for good (seen with 1024 ants: a potrf and a trsm each parked in
+`jax::ParallelBatchMap`; six independent 14x14 factors of batch 1024 in one program hang within
+seconds; one at a time never did, on one core or two). So under vmap the pipeline's only LAPACK
+calls are its factors (and, above `UNROLL_MAX_N`, the solves), chained one after another by data
+dependence (see `integrator.implicit_velocity`).
+
+Differentiation: solves are `lax.custom_linear_solve`s, so their derivatives are implicit (the
+JVP solves again with the same factor, reverse mode transposes the solve) and flow through the
+matrix-vector product with `a`, never through the factorization, whose output is not
+differentiable on its own (`cholesky` stops gradients).
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 from jax import custom_batching
 
-# Largest n solved by whole-array column operations under vmap (humanoid, n = 27, is slower
-# that way: 7.6k vs 9.3k env steps/s at 1024 envs, and compiles 3 s longer).
+_HI = jax.lax.Precision.HIGHEST
+
+# Unbatched matrices up to this size use the column form too: a LAPACK custom call has a fixed
+# cost per call that dominates tiny matrices (one scan of 1000 factor+solve, n=2: 0.56 us vs 0.07
+# us per step); from n=7 on LAPACK is as fast or faster and compiles quicker.
+SMALL_N = 4
+# Largest n for which `spd_solve` under vmap runs as column operations (humanoid, n = 27, ran
+# several times slower that way: the unrolled factor's trailing-block copies grow as n³).
 UNROLL_MAX_N = 16
-# Smallest batch for the column form: below it LAPACK's per-matrix cost is small anyway.
-UNROLL_MIN_BATCH = 8
 
 
-def _lapack_solve(a: jax.Array, b: jax.Array) -> jax.Array:
-    """Solve a x = b for a (n, n) and b (n,) by a LAPACK Cholesky factor and two triangular solves."""
-    return jsl.cho_solve((jsl.cholesky(a, lower=True), True), b)
+def _factor_columns(a: jax.Array) -> jax.Array:
+    """(n, n, B) lower Cholesky factor of a (n, n, B), batch last.
 
-
-def _column_solve(a: jax.Array, b: jax.Array) -> jax.Array:
-    """Solve a x = b for a (n, n, B) and b (n, B), batch last; returns (n, B).
-
-    A right-looking Cholesky (peel a column, update the trailing block) and two column-by-column
-    substitutions, each step a few whole-array operations: ~5n operations in all, so XLA compiles
-    it in a fraction of the time an entry-by-entry form (~n³/6 operations) takes, and it runs as
-    fast (ant, 1024 envs: 19.6k env steps/s either way, compile 4.2 s vs 5.0 s). A matrix that is
-    not positive definite gives NaN, as LAPACK's factor does.
+    Right-looking, unrolled: peel a column, update the trailing block (~4n operations; a
+    fixed-shape loop over columns was 3-5x slower). A matrix that is not positive definite gives
+    NaN, as LAPACK's factor does.
     """
     n = a.shape[0]
-    rest, diag, cols = a, [], []
-    for _ in range(n):  # right-looking factor: peel a column, update the trailing block
+    rest, cols = a, []
+    for j in range(n):
         d = jnp.sqrt(rest[0, 0])
         c = rest[1:, 0] / d[None]
-        diag.append(d)
-        cols.append(c)
+        cols.append(jnp.pad(jnp.concatenate([d[None], c]), ((j, 0), (0, 0))))
         rest = rest[1:, 1:] - c[:, None, :] * c[None, :, :]
-    r, ys = b, []
-    for j in range(n):  # L y = b, column by column
-        ys.append(r[0] / diag[j])
-        r = r[1:] - cols[j] * ys[-1][None]
-    zeros = jnp.zeros_like(b)
-    low_t = jnp.stack([jnp.concatenate([zeros[:j], diag[j][None], cols[j]]) for j in range(n)])  # Lᵀ rows
-    r, xs = jnp.stack(ys), [b[0]] * n
-    for i in reversed(range(n)):  # Lᵀ x = y, column by column from the last
-        xs[i] = r[i] / diag[i]
-        r = r - low_t[:, i] * xs[i][None]
-    return jnp.stack(xs)
+    return jnp.stack(cols, axis=1)
 
 
-def _batched_operands(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> list[jax.Array]:
-    """The operands of a vmap rule, each with the batch axis in front."""
+def _substitute(low: jax.Array, b: jax.Array) -> jax.Array:
+    """(n, B) solution of L Lᵀ x = b for L (n, n, B) lower triangular and b (n, B), batch last.
+
+    Forward then back substitution, one row per loop trip (a loop compiles in a third of the time
+    of the unrolled form and ran faster: 0.19 ms vs 0.32 ms for 1024 14x14 systems).
+    """
+    n = low.shape[0]
+    row = jnp.arange(n)[:, None]
+
+    def at(x: jax.Array, j: jax.Array) -> jax.Array:
+        out: jax.Array = jax.lax.dynamic_index_in_dim(x, j, keepdims=False)
+        return out
+
+    def forward(j: jax.Array, r: jax.Array) -> jax.Array:  # L y = b: finalize y_j, update below
+        col = jax.lax.dynamic_index_in_dim(low, j, axis=1, keepdims=False)
+        y = at(r, j) / at(col, j)
+        below = jnp.where(row > j, r - col * y[None], r)
+        out: jax.Array = jax.lax.dynamic_update_index_in_dim(below, y, j, 0)
+        return out
+
+    def backward(i: jax.Array, r: jax.Array) -> jax.Array:  # Lᵀ x = y from the last row up
+        j = n - 1 - i
+        col = jax.lax.dynamic_index_in_dim(low, j, axis=1, keepdims=False)  # row j of Lᵀ
+        done = jnp.sum(jnp.where(row > j, col * r, 0.0), axis=0)
+        out: jax.Array = jax.lax.dynamic_update_index_in_dim(r, (at(r, j) - done) / at(col, j), j, 0)
+        return out
+
+    small = n <= SMALL_N  # unbatched tiny systems: unrolled, no loop overhead
+    y = jax.lax.fori_loop(0, n, forward, b, unroll=small)
+    x: jax.Array = jax.lax.fori_loop(0, n, backward, y, unroll=small)
+    return x
+
+
+def _batch_last(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> list[jax.Array]:
+    """The operands of a vmap rule, broadcast to the batch and with the batch axis moved last."""
     pairs = zip(xs, in_batched, strict=True)
-    return [x if b else jnp.broadcast_to(x, (axis_size, *x.shape)) for x, b in pairs]
+    full = [x if b else jnp.broadcast_to(x, (axis_size, *x.shape)) for x, b in pairs]
+    return [jnp.moveaxis(x, 0, -1) for x in full]
 
 
-def _column_form(axis_size: int, n: int, ndim: int) -> bool:
-    """Whether a batched problem of size n (one batch axis: `ndim` 3) takes the column form."""
-    return ndim == 3 and n <= UNROLL_MAX_N and axis_size >= UNROLL_MIN_BATCH
+def _lapack_factor(a: jax.Array) -> jax.Array:
+    low: jax.Array = jsl.cholesky(a, lower=True)
+    return low
+
+
+def _lapack_substitute(low: jax.Array, b: jax.Array) -> jax.Array:
+    x: jax.Array = jsl.cho_solve((low, True), b)
+    return x
+
+
+def _factor(a: jax.Array) -> jax.Array:
+    """Unbatched (n, n) factor: columns for tiny n, else LAPACK."""
+    if a.shape[-1] <= SMALL_N:
+        return _factor_columns(a[..., None])[..., 0]
+    return _lapack_factor(a)
+
+
+def _solve_with(low: jax.Array, b: jax.Array) -> jax.Array:
+    """Unbatched (n,) solve given the factor: columns for tiny n, else LAPACK."""
+    if low.shape[-1] <= SMALL_N:
+        return _substitute(low[..., None], b[:, None])[:, 0]
+    return _lapack_substitute(low, b)
 
 
 @custom_batching.custom_vmap
-def _spd_solve_primal(a: jax.Array, b: jax.Array) -> jax.Array:
-    return _lapack_solve(a, b)
+def _spd_solve_p(a: jax.Array, b: jax.Array) -> jax.Array:
+    return _solve_with(_factor(a), b)
 
 
-@_spd_solve_primal.def_vmap
-def _spd_solve_vmap(
-    axis_size: int, in_batched: list[bool], a: jax.Array, b: jax.Array
-) -> tuple[jax.Array, bool]:
-    """Batched rule: the batch-last column solve for small n and large batches, else LAPACK."""
-    a, b = _batched_operands(axis_size, in_batched, a, b)
-    if not _column_form(axis_size, a.shape[-1], a.ndim):
-        return jax.vmap(_lapack_solve)(a, b), True
-    return jnp.moveaxis(_column_solve(jnp.moveaxis(a, 0, -1), jnp.moveaxis(b, 0, -1)), -1, 0), True
+@_spd_solve_p.def_vmap
+def _spd_solve_vmap(axis_size: int, in_batched: list[bool], a: jax.Array,
+                    b: jax.Array) -> tuple[jax.Array, bool]:
+    if a.shape[-1] > UNROLL_MAX_N:
+        return jax.vmap(lambda m, r: _lapack_substitute(_lapack_factor(m), r),
+                        in_axes=(0 if in_batched[0] else None, 0 if in_batched[1] else None))(a, b), True
+    a, b = _batch_last(axis_size, in_batched, a, b)
+    return jnp.moveaxis(_substitute(_factor_columns(a), b), -1, 0), True
 
 
-@jax.custom_jvp
+@custom_batching.custom_vmap
+def _cho_solve_p(low: jax.Array, b: jax.Array) -> jax.Array:
+    return _solve_with(low, b)
+
+
+@_cho_solve_p.def_vmap
+def _cho_solve_vmap(axis_size: int, in_batched: list[bool], low: jax.Array,
+                    b: jax.Array) -> tuple[jax.Array, bool]:
+    if low.shape[-1] > UNROLL_MAX_N:
+        return jax.vmap(_lapack_substitute,
+                        in_axes=(0 if in_batched[0] else None, 0 if in_batched[1] else None))(low, b), True
+    low, b = _batch_last(axis_size, in_batched, low, b)
+    return jnp.moveaxis(_substitute(low, b), -1, 0), True
+
+
+def _matvec(a: jax.Array, x: jax.Array) -> jax.Array:
+    return jnp.matmul(a, x, precision=_HI)
+
+
 def spd_solve(a: jax.Array, b: jax.Array) -> jax.Array:
     """(n,) solution x of a x = b for symmetric positive definite a (n, n) and b (n,); differentiable."""
-    out: jax.Array = _spd_solve_primal(a, b)
+    out: jax.Array = jax.lax.custom_linear_solve(functools.partial(_matvec, a), b,
+                                                 lambda _, r: _spd_solve_p(a, r), symmetric=True)
     return out
 
 
-@spd_solve.defjvp
-def _spd_solve_jvp(
-    primals: tuple[jax.Array, jax.Array], tangents: tuple[jax.Array, jax.Array]
-) -> tuple[jax.Array, jax.Array]:
-    """Tangent from LAPACK's Cholesky and triangular-solve rules (linear, so reverse mode transposes it)."""
-    _, dx = jax.jvp(_lapack_solve, primals, tangents)
-    return spd_solve(*primals), dx
+def cholesky(a: jax.Array) -> jax.Array:
+    """(n, n) lower Cholesky factor of symmetric positive definite a (n, n); carries no gradient."""
+    return _factor(jax.lax.stop_gradient(a))
+
+
+def cho_solve(a: jax.Array, low: jax.Array, b: jax.Array) -> jax.Array:
+    """(n,) solution x of a x = b given a's factor `low` from `cholesky`; differentiable in a and b."""
+    out: jax.Array = jax.lax.custom_linear_solve(functools.partial(_matvec, a), b,
+                                                 lambda _, r: _cho_solve_p(low, r), symmetric=True)
+    return out

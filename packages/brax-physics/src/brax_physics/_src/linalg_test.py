@@ -1,9 +1,19 @@
-"""`spd_solve` against float64 numpy, unbatched and under vmap, in both lowerings (LAPACK, columns)."""
+"""Factors and solves against float64 numpy, unbatched and under vmap, and their gradients.
+
+Also `spd_solve`'s lowering: no LAPACK call under vmap up to UNROLL_MAX_N (jaxlib 0.10's batched
+CPU kernels can deadlock when several run at once; see the module docstring).
+"""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
+import jax.scipy.linalg as jsl
 import numpy as np
 import pytest
 
@@ -21,19 +31,39 @@ def _expected(m: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.linalg.solve(m.astype(np.float64), b.astype(np.float64)[..., None])[..., 0]
 
 
-@pytest.mark.parametrize("n", [1, 3, 14, linalg.UNROLL_MAX_N, linalg.UNROLL_MAX_N + 1])
-@pytest.mark.parametrize("batch", [1, linalg.UNROLL_MIN_BATCH, 64])
-def test_batched_matches_float64(n: int, batch: int) -> None:
+def _factored_solve(a: jax.Array, b: jax.Array) -> jax.Array:
+    return linalg.cho_solve(a, linalg.cholesky(a), b)
+
+
+_SOLVES = {"spd_solve": linalg.spd_solve, "cho_solve": _factored_solve}
+
+
+@pytest.mark.parametrize("solve", _SOLVES)
+@pytest.mark.parametrize("n", [1, linalg.SMALL_N, linalg.SMALL_N + 1, 14, 27])
+@pytest.mark.parametrize("batch", [1, 64])
+def test_batched_matches_float64(solve: str, n: int, batch: int) -> None:
     m, b = _spd(np.random.default_rng(n * 100 + batch), batch, n)
-    got = np.asarray(jax.jit(jax.vmap(linalg.spd_solve))(m, b))
+    got = np.asarray(jax.jit(jax.vmap(_SOLVES[solve]))(m, b))
     assert got.shape == (batch, n)
-    np.testing.assert_allclose(got, _expected(m, b), rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(got, _expected(m, b), rtol=3e-4, atol=3e-5)
 
 
-def test_unbatched_matches_float64() -> None:
-    m, b = _spd(np.random.default_rng(1), 1, 14)
-    got = np.asarray(jax.jit(linalg.spd_solve)(m[0], b[0]))
+@pytest.mark.parametrize("solve", _SOLVES)
+@pytest.mark.parametrize("n", [2, 14])  # the small-matrix column path and LAPACK
+def test_unbatched_matches_float64(solve: str, n: int) -> None:
+    m, b = _spd(np.random.default_rng(n), 1, n)
+    got = np.asarray(jax.jit(_SOLVES[solve])(m[0], b[0]))
     np.testing.assert_allclose(got, _expected(m, b)[0], rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("n", [3, 9])
+def test_cholesky_matches_numpy(n: int) -> None:
+    m, _ = _spd(np.random.default_rng(11), 8, n)
+    want = np.linalg.cholesky(m.astype(np.float64))
+    np.testing.assert_allclose(np.asarray(jax.jit(linalg.cholesky)(m[0])), want[0], rtol=1e-5, atol=1e-5)
+    got = np.asarray(jax.jit(jax.vmap(linalg.cholesky))(m))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert np.all(np.triu(got, 1) == 0.0)
 
 
 @pytest.mark.parametrize("axes", [(0, None), (None, 0)])
@@ -41,57 +71,107 @@ def test_one_operand_batched(axes: tuple[int | None, int | None]) -> None:
     m, b = _spd(np.random.default_rng(2), 32, 6)
     mm = m if axes[0] == 0 else m[0]
     bb = b if axes[1] == 0 else b[0]
-    got = np.asarray(jax.vmap(linalg.spd_solve, in_axes=axes)(mm, bb))
     want = _expected(m if axes[0] == 0 else np.broadcast_to(m[0], m.shape),
                      b if axes[1] == 0 else np.broadcast_to(b[0], b.shape))
-    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+    for solve in _SOLVES.values():
+        got = np.asarray(jax.vmap(solve, in_axes=axes)(jnp.asarray(mm), jnp.asarray(bb)))
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
 
 
 def test_nested_vmap() -> None:
     m, b = _spd(np.random.default_rng(3), 4 * 16, 5)
-    got = np.asarray(jax.vmap(jax.vmap(linalg.spd_solve))(m.reshape(4, 16, 5, 5), b.reshape(4, 16, 5)))
-    np.testing.assert_allclose(got.reshape(64, 5), _expected(m, b), rtol=2e-4, atol=2e-5)
+    for solve in _SOLVES.values():
+        mm, bb = jnp.asarray(m.reshape(4, 16, 5, 5)), jnp.asarray(b.reshape(4, 16, 5))
+        got = np.asarray(jax.vmap(jax.vmap(solve))(mm, bb))
+        np.testing.assert_allclose(got.reshape(64, 5), _expected(m, b), rtol=2e-4, atol=2e-5)
+
+
+def _loss(solve: str, w: np.ndarray) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    def f(a: jax.Array, r: jax.Array) -> jax.Array:
+        return (_SOLVES[solve](a, r) @ w) + _SOLVES[solve](a, 2 * r)[3]
+    return f
+
+
+_LAPACK_CALL = 'custom_call_target="lapack_'
+
+
+def _hlo(fn: Callable[..., object], *args: jax.Array) -> str:
+    """Compiled HLO text of `jit(fn)(*args)`, lower-cased."""
+    return str(jax.jit(fn).lower(*args).compile().as_text()).lower()
 
 
 def test_batched_lowering_has_no_lapack_call() -> None:
-    """Inside the thresholds the batched solve has no LAPACK call; outside it keeps one."""
-    m, b = _spd(np.random.default_rng(4), 64, 14)
-    hlo = jax.jit(jax.vmap(linalg.spd_solve)).lower(m, b).as_text()
-    assert "potrf" not in hlo.lower() and "cholesky" not in hlo.lower()
-    m2, b2 = _spd(np.random.default_rng(5), 64, linalg.UNROLL_MAX_N + 1)
-    hlo2 = jax.jit(jax.vmap(linalg.spd_solve)).lower(m2, b2).as_text()
-    assert "potrf" in hlo2.lower() or "cholesky" in hlo2.lower()
+    """Under vmap spd_solve (and its gradient) and cho_solve call no LAPACK up to UNROLL_MAX_N; else do."""
+    n = linalg.UNROLL_MAX_N
+    m_np, b_np = _spd(np.random.default_rng(4), 64, n)
+    m, b = jnp.asarray(m_np), jnp.asarray(b_np)
+    f = _loss("spd_solve", np.ones(n, np.float32))
+    for fn in (jax.vmap(linalg.spd_solve), jax.vmap(jax.grad(f, argnums=(0, 1)))):
+        assert _LAPACK_CALL not in _hlo(fn, m, b)
+    assert _LAPACK_CALL in _hlo(linalg.spd_solve, m[0], b[0])
+    low = jax.vmap(linalg.cholesky)(m)  # the factor itself stays LAPACK (once per step, chained)
+    assert _LAPACK_CALL not in _hlo(jax.vmap(linalg.cho_solve), m, low, b)
+    m2, b2 = _spd(np.random.default_rng(5), 64, n + 1)
+    assert _LAPACK_CALL in _hlo(jax.vmap(linalg.spd_solve), jnp.asarray(m2), jnp.asarray(b2))
+
+
+def test_many_concurrent_batched_solves_complete() -> None:
+    """Six independent batched spd_solves per call, 200 calls: with batched LAPACK this hangs."""
+    code = textwrap.dedent("""
+        import jax, jax.numpy as jnp, numpy as np
+        from brax_physics._src import linalg
+        x = np.random.default_rng(0).normal(size=(1024, 14, 14)).astype(np.float32)
+        a = jnp.asarray(x @ x.transpose(0, 2, 1) + 14 * np.eye(14, dtype=np.float32))
+        b = jnp.ones((1024, 14))
+        def f(a, b):
+            return sum(jax.vmap(linalg.spd_solve)(a + i * jnp.eye(14), b).sum() for i in range(6))
+        g = jax.jit(f)
+        for _ in range(200):
+            out = jax.block_until_ready(g(a, b))
+        print(float(out))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert np.isfinite(float(proc.stdout.strip().splitlines()[-1]))
 
 
 def test_not_positive_definite_gives_nan() -> None:
     """Like LAPACK's factor, an indefinite matrix yields NaN (never a silent wrong answer)."""
     m, b = _spd(np.random.default_rng(6), 16, 4)
     m[3] = -m[3]
-    got = np.asarray(jax.vmap(linalg.spd_solve)(m, b))
-    assert np.isnan(got[3]).all()
-    assert np.isfinite(np.delete(got, 3, axis=0)).all()
+    for solve in _SOLVES.values():
+        got = np.asarray(jax.vmap(solve)(jnp.asarray(m), jnp.asarray(b)))
+        assert np.isnan(got[3]).all()
+        assert np.isfinite(np.delete(got, 3, axis=0)).all()
 
 
-def test_gradients_match_lapack() -> None:
-    """Per-example gradients through the batched column form equal jax.scipy's."""
-    import jax.scipy.linalg as jsl
-
+@pytest.mark.parametrize("solve", _SOLVES)
+def test_gradients_match_jax_scipy(solve: str) -> None:
+    """Per-example gradients equal jax.scipy's (for a: on its symmetric part, all an SPD solve sees)."""
     m_np, b_np = _spd(np.random.default_rng(9), 32, 10)
     m, b = jnp.asarray(m_np), jnp.asarray(b_np)
     w = np.random.default_rng(10).normal(size=(10,)).astype(np.float32)
-
-    def ours(a: jax.Array, r: jax.Array) -> jax.Array:
-        return (linalg.spd_solve(a, r) @ w) + linalg.spd_solve(a, 2 * r)[3]
+    ours = _loss(solve, w)
 
     def ref(a: jax.Array, r: jax.Array) -> jax.Array:
         l = jsl.cholesky(a, lower=True)
         return (jsl.cho_solve((l, True), r) @ w) + jsl.cho_solve((l, True), 2 * r)[3]
 
+    def sym(g: np.ndarray) -> np.ndarray:
+        out: np.ndarray = 0.5 * (g + np.swapaxes(g, -1, -2))
+        return out
+
     got = jax.jit(jax.vmap(jax.grad(ours, argnums=(0, 1))))(m, b)
     want = jax.vmap(jax.grad(ref, argnums=(0, 1)))(m, b)
-    for g, e in zip(got, want, strict=True):
-        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-4, atol=1e-5)
-    # and through a batched primal (grad of a vmapped sum) as well
-    got_sum = jax.grad(lambda a: jnp.sum(jax.vmap(ours)(a, b)))(m)
-    want_sum = jax.grad(lambda a: jnp.sum(jax.vmap(ref)(a, b)))(m)
-    np.testing.assert_allclose(np.asarray(got_sum), np.asarray(want_sum), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(sym(np.asarray(got[0])), sym(np.asarray(want[0])), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(got[1]), np.asarray(want[1]), rtol=1e-4, atol=1e-5)
+    # through a batched primal (grad of a vmapped sum), against central differences along a
+    # symmetric direction
+    def total(s: jax.Array) -> jax.Array:
+        return jnp.sum(jax.vmap(ours)(m * s, b))
+
+    g = float(jax.grad(total)(jnp.float32(1.0)))
+    eps = 1e-3
+    fd = (float(total(jnp.float32(1 + eps))) - float(total(jnp.float32(1 - eps)))) / (2 * eps)
+    np.testing.assert_allclose(g, fd, rtol=2e-2)

@@ -94,7 +94,7 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
                                 pos.subtree_com, cvel, pos.cdof)
     actu = dynamics.actuation(sys, q, qd, act)
     qfrc_smooth = pas - bias + actu.qfrc
-    qacc_smooth = dynamics.solve(pos.mass_matrix_factor, qfrc_smooth)
+    qacc_smooth = dynamics.solve(pos.mass_matrix, pos.mass_matrix_factor, qfrc_smooth)
     if constraint.layout(sys).nefc == 0:
         zero = jnp.zeros(0, qd.dtype)
         return _Acceleration(actu, cvel, bias, pas, qacc_smooth, qacc_smooth, zero, jnp.zeros_like(qd))
