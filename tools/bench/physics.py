@@ -134,23 +134,24 @@ BACKENDS: dict[str, Callable[[str, int, int, int], tuple[float, float, int]]] = 
 }
 
 
-# jaxlib 0.10.x's batched LAPACK kernels (potrf, the Cholesky behind MJX's Newton solver and our
-# solves) split the batch over XLA:CPU's intra-op pool and block their pool thread until the chunks
-# are done. XLA's default concurrency-optimized scheduler places MJX's two independent Cholesky calls
-# side by side; once as many are in flight as the pool has threads (2 on a 2-core machine), every
-# thread waits in `jax::ParallelBatchMap` and none is left to run the chunks. The memory-minimizing
-# schedule keeps them apart: MJX ant at batch 1024 ran 300 rollouts clean where the default wedged
-# within 10. Empirical, not a guarantee (no XLA flag sizes the pool or serializes thunks); jaxlib
-# 0.9.2 has no parallel batch path at all. Every backend gets it, so both sides of a ratio compile
-# alike.
+# jaxlib 0.10.x's batched LAPACK kernels (potrf, the Cholesky behind MJX's Newton solver) split the
+# batch over XLA:CPU's intra-op pool and block their pool thread until the chunks are done. XLA's
+# default concurrency-optimized scheduler places MJX's two independent Cholesky calls side by side;
+# once as many are in flight as the pool has threads (2 on a 2-core machine), every thread waits in
+# `jax::ParallelBatchMap` and none is left to run the chunks. The memory-minimizing schedule keeps
+# them apart: MJX ant at batch 1024 ran 300 rollouts clean where the default wedged within 10.
+# Empirical, not a guarantee (no XLA flag sizes the pool or serializes thunks). Only the backends
+# listed get it: ours never has two batched LAPACK calls in flight (brax_physics._src.linalg) and
+# runs as users run it; each row names the flags it ran with.
 _CHILD_XLA_FLAGS = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+_NEEDS_CHILD_FLAGS = frozenset({"brax_mjx"})
 
 
-def _child_env() -> dict[str, str]:
-    """This process's environment with `_CHILD_XLA_FLAGS` added to XLA_FLAGS, unless it sets that flag."""
+def _child_env(backend: str) -> dict[str, str]:
+    """The environment of `backend`'s child: XLA_FLAGS plus `_CHILD_XLA_FLAGS` where it needs them."""
     env = dict(os.environ)
     flags = env.get("XLA_FLAGS", "")
-    if "xla_cpu_enable_concurrency_optimized_scheduler" not in flags:
+    if backend in _NEEDS_CHILD_FLAGS and "xla_cpu_enable_concurrency_optimized_scheduler" not in flags:
         env["XLA_FLAGS"] = f"{flags} {_CHILD_XLA_FLAGS}".strip()
     return env
 
@@ -161,15 +162,15 @@ def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int,
 
     jaxlib 0.10.2's CPU client was seen to wedge here at batch 1024 (every XLA worker and the main
     thread parked on futexes in `block_until_ready`, no CPU used), for Google brax's spring and MJX
-    pipelines and for ours alike. MJX's wedge (batch 512 and 1024) was traced to the LAPACK Cholesky,
-    which ours also calls: the child runs with `_CHILD_XLA_FLAGS` against it. Spring makes no LAPACK
-    call and was not traced; the timeout stays as the backstop. A fresh process per row also keeps
-    compile caches from leaking between backends.
+    pipelines and for ours alike. MJX's wedge (batch 512 and 1024) and ours were traced to batched
+    LAPACK calls running two at once (see `_CHILD_XLA_FLAGS`; ours no longer does that). Spring
+    makes no LAPACK call and was not traced; the timeout stays as the backstop. A fresh process per
+    row also keeps compile caches from leaking between backends.
     """
     job = json.dumps({"backend": backend, "xml": xml, "batch": batch, "steps": steps, "repeats": repeats})
     try:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one"], input=job, text=True,
-                              capture_output=True, timeout=timeout, check=False, env=_child_env())
+                              capture_output=True, timeout=timeout, check=False, env=_child_env(backend))
     except subprocess.TimeoutExpired:
         raise TimeoutError(f"no result within {timeout:.0f} s (see _measure's docstring)") from None
     lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
@@ -222,7 +223,8 @@ def main(argv: list[str] | None = None) -> None:
             for backend in backends:
                 row: Result = {"model": model + (f" ({override.strip()})" if override else ""),
                                "backend": backend, "batch": batch, "steps": args.steps,
-                               "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count()}
+                               "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count(),
+                               "xla_flags": _child_env(backend).get("XLA_FLAGS", "")}
                 try:
                     compile_s, run_s, peak = _measure(backend, xml, batch, args.steps, args.repeats,
                                                       args.timeout)
