@@ -1,9 +1,10 @@
 """Symmetric positive definite factors and solves, and how they lower under vmap.
 
 Unbatched they call LAPACK, or for n <= `SMALL_N` a few plain array ops (which beat a LAPACK
-call's fixed cost). Under `vmap`, for n <= `UNROLL_MAX_N`, the solves run as whole-array
-operations on (n, n, batch) arrays with the batch as the minor axis, each one SIMD loop over the
-batch that fuses with its neighbours, where a batched LAPACK call runs matrix by matrix:
+call's fixed cost). Under `vmap`, for n <= `UNROLL_MAX_N` and batches of `UNROLL_MIN_BATCH` or
+more, the solves run as whole-array operations on (n, n, batch) arrays with the batch as the minor
+axis, each one SIMD loop over the batch that fuses with its neighbours, where a batched LAPACK
+call runs matrix by matrix:
 `spd_solve` (the Newton solver's, several per step) factors by a right-looking Cholesky unrolled
 over columns, and it and `cho_solve` substitute row by row in a `fori_loop` (1024 14x14 systems:
 0.19 ms vs LAPACK's 0.48 ms). `cholesky`, once per step for the mass matrix, stays LAPACK: the
@@ -42,6 +43,10 @@ SMALL_N = 4
 # Largest n for which `spd_solve` under vmap runs as column operations (humanoid, n = 27, ran
 # several times slower that way: the unrolled factor's trailing-block copies grow as n³).
 UNROLL_MAX_N = 16
+# Smallest batch for the column form: below it LAPACK's per-matrix cost is small anyway, and tiny
+# whole-array operations are not (ant at 1 env: 9.1k env steps/s with LAPACK, 6.3k without). Such
+# small batches are not split over threads by LAPACK, and the pipeline chains its calls regardless.
+UNROLL_MIN_BATCH = 8
 
 
 def _factor_columns(a: jax.Array) -> jax.Array:
@@ -133,8 +138,8 @@ def _spd_solve_p(a: jax.Array, b: jax.Array) -> jax.Array:
 @_spd_solve_p.def_vmap
 def _spd_solve_vmap(axis_size: int, in_batched: list[bool], a: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
-    if a.shape[-1] > UNROLL_MAX_N:
-        return jax.vmap(lambda m, r: _lapack_substitute(_lapack_factor(m), r),
+    if a.shape[-1] > UNROLL_MAX_N or axis_size < UNROLL_MIN_BATCH:
+        return jax.vmap(lambda m, r: _solve_with(_factor(m), r),
                         in_axes=(0 if in_batched[0] else None, 0 if in_batched[1] else None))(a, b), True
     a, b = _batch_last(axis_size, in_batched, a, b)
     return jnp.moveaxis(_substitute(_factor_columns(a), b), -1, 0), True
@@ -148,8 +153,8 @@ def _cho_solve_p(low: jax.Array, b: jax.Array) -> jax.Array:
 @_cho_solve_p.def_vmap
 def _cho_solve_vmap(axis_size: int, in_batched: list[bool], low: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
-    if low.shape[-1] > UNROLL_MAX_N:
-        return jax.vmap(_lapack_substitute,
+    if low.shape[-1] > UNROLL_MAX_N or axis_size < UNROLL_MIN_BATCH:
+        return jax.vmap(_solve_with,
                         in_axes=(0 if in_batched[0] else None, 0 if in_batched[1] else None))(low, b), True
     low, b = _batch_last(axis_size, in_batched, low, b)
     return jnp.moveaxis(_substitute(low, b), -1, 0), True

@@ -11,6 +11,10 @@ once, which brackets the minimum on one linear piece (MuJoCo iterates Newton ste
 warm-started from the previous step's acceleration when that is cheaper than qacc_smooth, as in
 MuJoCo, and stops on MuJoCo's rules (scaled cost improvement or gradient below `tolerance`, or `iterations`).
 
+Batches: under `vmap` a plain while loop would run every problem for the batch's largest iteration
+count; from `QUEUE_MIN_BATCH` problems on, a work queue instead iterates only the unconverged ones
+(`_newton_queued`), each for exactly the iterations it takes alone.
+
 Differentiation: the forward solve uses `lax.while_loop` (early exit, so converged problems cost a
 few iterations, not `iterations`), wrapped in a `custom_vjp` whose backward pass is implicit
 differentiation of the optimality condition g(x*, θ) = 0: θ̄ = −(∂g/∂θ)ᵀ H⁻¹ x̄. No loop is

@@ -57,7 +57,7 @@ class State:
     mass_matrix: jax.Array
     """(nv, nv) joint-space inertia including armature."""
     mass_matrix_factor: jax.Array
-    """(nv, nv) lower Cholesky factor L of `mass_matrix` (L Lᵀ = M)."""
+    """(nv, nv) lower Cholesky factor L of `mass_matrix` (L Lᵀ = M); no gradient (use `mass_matrix`)."""
     actuator_force: jax.Array
     """(nu,) actuator forces after forcerange clamping."""
     qfrc_bias: jax.Array
