@@ -141,7 +141,7 @@ BACKENDS: dict[str, Callable[[str, int, int, int], tuple[float, float, int]]] = 
 # `jax::ParallelBatchMap` and none is left to run the chunks. The memory-minimizing schedule keeps
 # them apart: MJX ant at batch 1024 ran 300 rollouts clean where the default wedged within 10.
 # Empirical, not a guarantee (no XLA flag sizes the pool or serializes thunks). Only the backends
-# listed get it: ours never has two batched LAPACK calls in flight (brax_physics._src.linalg) and
+# listed get it: ours chains its batched LAPACK calls within a step (brax_physics._src.linalg) and
 # runs as users run it; each row names the flags it ran with.
 _CHILD_XLA_FLAGS = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 _NEEDS_CHILD_FLAGS = frozenset({"brax_mjx"})
@@ -163,7 +163,7 @@ def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int,
     jaxlib 0.10.2's CPU client was seen to wedge here at batch 1024 (every XLA worker and the main
     thread parked on futexes in `block_until_ready`, no CPU used), for Google brax's spring and MJX
     pipelines and for ours alike. MJX's wedge (batch 512 and 1024) and ours were traced to batched
-    LAPACK calls running two at once (see `_CHILD_XLA_FLAGS`; ours no longer does that). Spring
+    LAPACK calls running two at once (see `_CHILD_XLA_FLAGS`; ours now chains them). Spring
     makes no LAPACK call and was not traced; the timeout stays as the backstop. A fresh process per
     row also keeps compile caches from leaking between backends.
     """

@@ -99,11 +99,15 @@ def _substitute(low: jax.Array, b: jax.Array) -> jax.Array:
     return x
 
 
+def _batch_front(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> list[jax.Array]:
+    """The operands of a vmap rule, each broadcast to the batch (batch axis first)."""
+    pairs = zip(xs, in_batched, strict=True)
+    return [x if b else jnp.broadcast_to(x, (axis_size, *x.shape)) for x, b in pairs]
+
+
 def _batch_last(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> list[jax.Array]:
     """The operands of a vmap rule, broadcast to the batch and with the batch axis moved last."""
-    pairs = zip(xs, in_batched, strict=True)
-    full = [x if b else jnp.broadcast_to(x, (axis_size, *x.shape)) for x, b in pairs]
-    return [jnp.moveaxis(x, 0, -1) for x in full]
+    return [jnp.moveaxis(x, 0, -1) for x in _batch_front(axis_size, in_batched, *xs)]
 
 
 def _lapack_factor(a: jax.Array) -> jax.Array:
@@ -139,8 +143,8 @@ def _spd_solve_p(a: jax.Array, b: jax.Array) -> jax.Array:
 def _spd_solve_vmap(axis_size: int, in_batched: list[bool], a: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
     if a.shape[-1] > UNROLL_MAX_N or axis_size < UNROLL_MIN_BATCH:
-        return jax.vmap(lambda m, r: _solve_with(_factor(m), r),
-                        in_axes=(0 if in_batched[0] else None, 0 if in_batched[1] else None))(a, b), True
+        a, b = _batch_front(axis_size, in_batched, a, b)
+        return jax.vmap(lambda m, r: _solve_with(_factor(m), r))(a, b), True
     a, b = _batch_last(axis_size, in_batched, a, b)
     return jnp.moveaxis(_substitute(_factor_columns(a), b), -1, 0), True
 
@@ -154,8 +158,7 @@ def _cho_solve_p(low: jax.Array, b: jax.Array) -> jax.Array:
 def _cho_solve_vmap(axis_size: int, in_batched: list[bool], low: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
     if low.shape[-1] > UNROLL_MAX_N or axis_size < UNROLL_MIN_BATCH:
-        return jax.vmap(_solve_with,
-                        in_axes=(0 if in_batched[0] else None, 0 if in_batched[1] else None))(low, b), True
+        return jax.vmap(_solve_with)(*_batch_front(axis_size, in_batched, low, b)), True
     low, b = _batch_last(axis_size, in_batched, low, b)
     return jnp.moveaxis(_substitute(low, b), -1, 0), True
 
