@@ -4,6 +4,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from brax_physics._src.collision.contact import Contact
 from brax_physics._src.loader import from_mjmodel, load_mjcf
+from brax_physics._src.options_check import OptionWarning
 from brax_physics._src.pipeline import forward_kinematics, init, step
 from brax_physics._src.state import State
 from brax_physics._src.system import ModelRef, Options, System
@@ -16,6 +17,7 @@ except PackageNotFoundError:  # running from a source tree without an install
 __all__ = [
     "Contact",
     "ModelRef",
+    "OptionWarning",
     "Options",
     "State",
     "System",

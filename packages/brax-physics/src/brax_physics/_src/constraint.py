@@ -21,6 +21,7 @@ import numpy as np
 from brax_physics._src.collision.contact import Contact
 from brax_physics._src.collision.pairs import CollisionPairs
 from brax_physics._src.com import mm
+from brax_physics._src.linalg import MINVAL
 from brax_physics._src.structure import structure
 from brax_physics._src.system import (
     DSBL_CONSTRAINT,
@@ -35,7 +36,6 @@ from brax_physics._src.system import (
 
 MINIMP = 1e-4  # mjMINIMP
 MAXIMP = 0.9999  # mjMAXIMP
-MINVAL = 1e-15  # mjMINVAL
 
 _HI = jax.lax.Precision.HIGHEST
 

@@ -199,7 +199,7 @@ def _rows_jit(sys: bp.System, q: jax.Array, qd: jax.Array) -> tuple[constraint.R
     fr = kinematics.kinematics(sys, q)
     sub = com.subtree_com(sys, fr.xipos)
     cdof = com.cdof(sys, fr, sub)
-    con = collide(sys.contact_pairs, fr.geom_xpos, fr.geom_xmat, sys.geom_size)
+    con = collide(sys, fr.geom_xpos, fr.geom_xmat)
     rows = constraint.make_rows(sys, q, cdof, sub, con)
     return rows, constraint.reference_acceleration(rows, qd), con.geom2
 

@@ -36,6 +36,9 @@ from jax import custom_batching
 
 _HI = jax.lax.Precision.HIGHEST
 
+MINVAL = 1e-15
+"""MuJoCo's mjMINVAL: the smallest value treated as nonzero (weights, widths, regularizers)."""
+
 # Unbatched matrices up to this size use the column form too: a LAPACK custom call has a fixed
 # cost per call that dominates tiny matrices (one scan of 1000 factor+solve, n=2: 0.56 us vs 0.07
 # us per step); from n=7 on LAPACK is as fast or faster and compiles quicker.
@@ -57,6 +60,8 @@ def _factor_columns(a: jax.Array) -> jax.Array:
     NaN, as LAPACK's factor does.
     """
     n = a.shape[0]
+    if n == 0:  # a model without degrees of freedom
+        return a
     rest, cols = a, []
     for j in range(n):
         d = jnp.sqrt(rest[0, 0])
@@ -73,6 +78,8 @@ def _substitute(low: jax.Array, b: jax.Array) -> jax.Array:
     of the unrolled form and ran faster: 0.19 ms vs 0.32 ms for 1024 14x14 systems).
     """
     n = low.shape[0]
+    if n == 0:  # a model without degrees of freedom
+        return b
     row = jnp.arange(n)[:, None]
 
     def at(x: jax.Array, j: jax.Array) -> jax.Array:

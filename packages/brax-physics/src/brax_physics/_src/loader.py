@@ -12,6 +12,7 @@ import mujoco
 import numpy as np
 
 from brax_physics._src.collision.pairs import PairGroup, collision_pairs
+from brax_physics._src.options_check import emit_option_warnings
 from brax_physics._src.system import (
     BIAS_AFFINE,
     BIAS_NONE,
@@ -133,6 +134,11 @@ def unsupported(m: Any) -> list[str]:
     if opt.noslip_iterations != 0:
         errs.append("option: noslip_iterations > 0 is not supported")
     geom = _namer(m, obj.mjOBJ_GEOM, "geom")
+    for g in np.flatnonzero(np.asarray(m.geom_adhesion) != 0):
+        errs.append(f"{geom(int(g))}: adhesion is not supported")
+    pair = _namer(m, obj.mjOBJ_PAIR, "pair")
+    for i in np.flatnonzero(np.asarray(m.pair_adhesion) != 0):
+        errs.append(f"{pair(int(i))} (<pair>): adhesion is not supported")
     for g in np.flatnonzero(np.asarray(m.geom_fluid).reshape(m.ngeom, -1)[:, 0] != 0):
         errs.append(f"{geom(int(g))}: fluidshape=ellipsoid is not supported (the inertia-box fluid model is)")
     if opt.enableflags & _ENBL_SLEEP:
@@ -169,6 +175,7 @@ def _model_ref(m: Any) -> ModelRef:
 
 def from_mjmodel(m: Any) -> System:
     """Convert a compiled `mujoco.MjModel` into a `System` (ValueError if unsupported)."""
+    emit_option_warnings(m)
     errs = unsupported(m)
     if errs:
         raise ValueError("unsupported MJCF: " + "; ".join(errs))
@@ -200,6 +207,11 @@ def from_mjmodel(m: Any) -> System:
         geom_friction=_f32(m.geom_friction), geom_rgba=_f32(m.geom_rgba), geom_margin=_f32(m.geom_margin),
         geom_gap=_f32(m.geom_gap), geom_solref=_f32(m.geom_solref), geom_solimp=_f32(m.geom_solimp),
         geom_solmix=_f32(m.geom_solmix), geom_rbound=_f32(m.geom_rbound),
+        pair_friction=_f32(m.pair_friction.reshape(m.npair, 5)),
+        pair_solref=_f32(m.pair_solref.reshape(m.npair, mujoco.mjNREF)),
+        pair_solreffriction=_f32(m.pair_solreffriction.reshape(m.npair, mujoco.mjNREF)),
+        pair_solimp=_f32(m.pair_solimp.reshape(m.npair, mujoco.mjNIMP)),
+        pair_margin=_f32(m.pair_margin), pair_gap=_f32(m.pair_gap),
         actuator_gear=_f32(m.actuator_gear.reshape(m.nu, 6)),
         actuator_gainprm=_f32(m.actuator_gainprm.reshape(m.nu, mujoco.mjNGAIN)),
         actuator_biasprm=_f32(m.actuator_biasprm.reshape(m.nu, mujoco.mjNBIAS)),

@@ -11,7 +11,7 @@ reuses them).
 from __future__ import annotations
 
 import dataclasses
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -61,7 +61,7 @@ def _position(sys: System, q: jax.Array) -> _Position:
     cin = com.cinert(sys, fr, sub)
     cd = com.cdof(sys, fr, sub)
     m = com.mass_matrix(sys, cin, cd)
-    con = collide(sys.contact_pairs, fr.geom_xpos, fr.geom_xmat, sys.geom_size)
+    con = collide(sys, fr.geom_xpos, fr.geom_xmat)
     return _Position(fr, sub, cin, cd, m, dynamics.factor(m), con)
 
 
@@ -133,6 +133,20 @@ def _make_state(sys: System, q: jax.Array, qd: jax.Array, time: jax.Array, pos: 
     )
 
 
+def _checked(fn: str, name: str, x: Any, shape: tuple[int, ...], what: str, dtype: Any) -> jax.Array:
+    """`x` as a `dtype` array, or ValueError naming the argument when its shape or dtype is wrong.
+
+    Shapes are static under jit and vmap (vmap hides the batch axis), so this costs nothing at run time.
+    """
+    got = tuple(jnp.shape(x))
+    if got != shape:
+        raise ValueError(f"brax_physics.{fn}: {name} has shape {got}, expected {shape} ({what})")
+    kind = getattr(x, "dtype", None)
+    if kind is not None and not jnp.issubdtype(kind, jnp.floating):
+        raise ValueError(f"brax_physics.{fn}: {name} must be floating point, got dtype {kind}")
+    return jnp.asarray(x, dtype)
+
+
 def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
          act: jax.Array | None = None) -> State:
     """Fully populated `State` at `q` (nq,) (default qpos0) and `qd` (nv,) (default zeros).
@@ -140,9 +154,9 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     Force and acceleration fields are evaluated with control `act` (nu,) (default zeros).
     """
     dtype = sys.qpos0.dtype
-    q = sys.qpos0 if q is None else jnp.asarray(q, dtype)
-    qd = jnp.zeros(sys.nv, dtype) if qd is None else jnp.asarray(qd, dtype)
-    act = jnp.zeros(sys.nu, dtype) if act is None else jnp.asarray(act, dtype)
+    q = sys.qpos0 if q is None else _checked("init", "q", q, (sys.nq,), "sys.nq", dtype)
+    qd = jnp.zeros(sys.nv, dtype) if qd is None else _checked("init", "qd", qd, (sys.nv,), "sys.nv", dtype)
+    act = jnp.zeros(sys.nu, dtype) if act is None else _checked("init", "act", act, (sys.nu,), "sys.nu", dtype)
     pos = _position(sys, q)
     acc = _acceleration(sys, q, qd, act, pos, jnp.zeros(sys.nv, dtype))
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, acc.cvel)
@@ -173,7 +187,9 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     """
     h = sys.opt.timestep
     q0, v0 = state.q, state.qd
-    act = jnp.asarray(act, v0.dtype)
+    _checked("step", "state.q", q0, (sys.nq,), "sys.nq", q0.dtype)
+    _checked("step", "state.qd", v0, (sys.nv,), "sys.nv", v0.dtype)
+    act = _checked("step", "act", act, (sys.nu,), "sys.nu", v0.dtype)
     acc = _acceleration(sys, q0, v0, act, _state_position(state), state.qacc_warmstart)
     a0 = acc.qacc
 
@@ -205,6 +221,6 @@ def step(sys: System, state: State, act: jax.Array) -> State:
 
 def forward_kinematics(sys: System, q: jax.Array) -> Transform:
     """(nbody,) world frames of all bodies (world body 0 included) at positions `q` (nq,)."""
-    fr = kinematics.kinematics(sys, jnp.asarray(q, sys.qpos0.dtype))
+    fr = kinematics.kinematics(sys, _checked("forward_kinematics", "q", q, (sys.nq,), "sys.nq", sys.qpos0.dtype))
     return Transform(pos=fr.xpos, rot=fr.xquat)
 

@@ -8,9 +8,12 @@ specializes on them; physical parameters are float32 array leaves, so they can b
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 from brax_physics._src.collision.pairs import CollisionPairs
 
@@ -47,6 +50,11 @@ BIAS_AFFINE = 1
 
 def _static(**kwargs: Any) -> Any:
     return dataclasses.field(metadata={"static": True}, **kwargs)
+
+
+def _visual() -> Any:
+    """An array leaf that renderers read and the physics does not (as in MuJoCo)."""
+    return dataclasses.field(metadata={"visual": True})
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -106,7 +114,8 @@ class Options:
     """Line-search tolerance."""
 
     def replace(self, **changes: Any) -> Options:
-        """Copy with the given fields replaced."""
+        """Copy with the given fields replaced; array fields are checked like `System.replace`'s."""
+        _check_changes(self, "sys.opt", changes, static_ok=True)
         return dataclasses.replace(self, **changes)
 
 
@@ -160,7 +169,8 @@ class System:
     dof_armature: jax.Array
     """(nv,) armature inertia added to the mass-matrix diagonal."""
     dof_frictionloss: jax.Array
-    """(nv,) dry friction loss."""
+    """(nv,) dry friction loss; rows exist for the dofs with frictionloss > 0 at load (as MuJoCo's
+    rows), so randomize it from a positive value in the MJCF."""
     dof_solref: jax.Array
     """(nv, 2) friction-loss solref."""
     dof_solimp: jax.Array
@@ -175,20 +185,33 @@ class System:
     """(ngeom, 4) geom orientation in the body frame."""
     geom_friction: jax.Array
     """(ngeom, 3) sliding, torsional, rolling friction."""
-    geom_rgba: jax.Array
-    """(ngeom, 4) color."""
+    geom_rgba: jax.Array = _visual()
+    """(ngeom, 4) color (renderers read it; the physics does not, as in MuJoCo)."""
     geom_margin: jax.Array
-    """(ngeom,) contact margin."""
+    """(ngeom,) contact margin; a pair's margin is the sum of its geoms' (mixed every step)."""
     geom_gap: jax.Array
-    """(ngeom,) contact gap."""
+    """(ngeom,) contact gap; a pair's gap is the sum of its geoms'."""
     geom_solref: jax.Array
-    """(ngeom, 2) contact solref."""
+    """(ngeom, 2) contact solref, mixed per pair every step (priority, then solmix-weighted mean)."""
     geom_solimp: jax.Array
-    """(ngeom, 5) contact solimp."""
+    """(ngeom, 5) contact solimp, mixed per pair every step like `geom_solref`."""
     geom_solmix: jax.Array
-    """(ngeom,) solref/solimp mixing weight."""
+    """(ngeom,) solref/solimp mixing weight of equal-priority pairs."""
     geom_rbound: jax.Array
-    """(ngeom,) bounding-sphere radius."""
+    """(ngeom,) bounding-sphere radius (0: none, planes); MuJoCo's sphere filter skips pairs farther
+    apart than their radii plus margin and gap."""
+    pair_friction: jax.Array
+    """(npair, 5) friction of each explicit `<pair>` (slide, slide, spin, roll, roll)."""
+    pair_solref: jax.Array
+    """(npair, 2) solref of each explicit `<pair>`."""
+    pair_solreffriction: jax.Array
+    """(npair, 2) solref of each explicit `<pair>`'s elliptic friction rows (zeros: use solref)."""
+    pair_solimp: jax.Array
+    """(npair, 5) solimp of each explicit `<pair>`."""
+    pair_margin: jax.Array
+    """(npair,) margin of each explicit `<pair>`."""
+    pair_gap: jax.Array
+    """(npair,) gap of each explicit `<pair>`."""
     actuator_gear: jax.Array
     """(nu, 6) transmission gear; only gear[:, 0] matters for joint transmission."""
     actuator_gainprm: jax.Array
@@ -256,9 +279,9 @@ class System:
     geom_conaffinity: tuple[int, ...] = _static()
     """Contact affinity bitmask."""
     geom_condim: tuple[int, ...] = _static()
-    """Contact dimensionality."""
+    """Contact dimensionality (static: it sets the number of constraint rows)."""
     geom_priority: tuple[int, ...] = _static()
-    """Contact parameter priority."""
+    """Contact parameter priority (static: it decides which geom's parameters a pair takes)."""
     geom_dataid: tuple[int, ...] = _static()
     """Mesh/hfield id (-1 for primitives)."""
     actuator_trntype: tuple[int, ...] = _static()
@@ -276,7 +299,8 @@ class System:
     actuator_forcelimited: tuple[bool, ...] = _static()
     """Whether the force is clamped to `actuator_forcerange`."""
     contact_pairs: CollisionPairs = _static()
-    """Collision candidates with their mixed contact parameters (static, built at load)."""
+    """Collision candidates: which geom pairs, their condim and collider (static, built at load);
+    their parameters are mixed from the `geom_*` and `pair_*` leaves every step."""
     body_names: tuple[str, ...] = _static()
     """Body names ('' if unnamed)."""
     jnt_names: tuple[str, ...] = _static()
@@ -299,5 +323,51 @@ class System:
         return self.opt.timestep
 
     def replace(self, **changes: Any) -> System:
-        """Copy with the given fields replaced, e.g. `sys.replace(body_mass=m)`."""
+        """Copy with the given leaves replaced, e.g. `sys.replace(body_mass=m)` (ValueError on bad input).
+
+        Each array must have the leaf's shape, optionally behind leading batch axes (for `vmap`),
+        and a floating dtype. Static fields (sizes, type codes, structure) are fixed when MuJoCo
+        compiles the model and cannot be replaced.
+        """
+        _check_changes(self, "sys", changes, static_ok=False)
         return dataclasses.replace(self, **changes)
+
+
+# Static System fields that describe the model rather than parameterize the physics.
+_REPLACEABLE_STATIC = frozenset({"mj_model_ref"})
+
+
+def _check_changes(obj: Any, where: str, changes: dict[str, Any], static_ok: bool) -> None:
+    """Raise ValueError for unknown or static fields and for leaves of the wrong shape or dtype."""
+    fields = {f.name: f for f in dataclasses.fields(obj)}
+    for name, value in changes.items():
+        f = fields.get(name)
+        if f is None:
+            close = difflib.get_close_matches(name, fields, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ValueError(f"{where}.replace: {type(obj).__name__} has no field {name!r}{hint}")
+        if f.metadata.get("static"):
+            if static_ok or name in _REPLACEABLE_STATIC:
+                continue
+            raise ValueError(
+                f"{where}.replace: {name} is static: it is fixed when MuJoCo compiles the model (it sets "
+                "array shapes, row counts or pair structure), so it cannot change per call or under vmap; "
+                "edit the MJCF (or the mujoco.MjModel) and load it again with brax_physics.load_mjcf / "
+                "from_mjmodel"
+            )
+        if isinstance(value, Options) or name == "opt":
+            if not isinstance(value, Options):
+                raise ValueError(f"{where}.replace: opt must be an Options, got {type(value).__name__}")
+            continue
+        old = getattr(obj, name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and jnp.ndim(old) == 0:
+            continue  # a Python number for a scalar leaf
+        shape, want = tuple(jnp.shape(value)), tuple(jnp.shape(old))
+        if len(shape) < len(want) or shape[len(shape) - len(want):] != want:
+            raise ValueError(
+                f"{where}.replace: {name} has shape {shape}, expected {want} (optionally behind "
+                "leading batch axes)"
+            )
+        dtype = getattr(value, "dtype", None) or np.asarray(value).dtype
+        if not jnp.issubdtype(dtype, jnp.floating):
+            raise ValueError(f"{where}.replace: {name} must be a floating-point array, got dtype {dtype}")

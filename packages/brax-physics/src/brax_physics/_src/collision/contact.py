@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from brax_physics._src.collision.pairs import CollisionPairs
-from brax_physics._src.collision.primitives import COLLIDERS
+from brax_physics._src.collision.pairs import PairGroup
+from brax_physics._src.collision.primitives import COLLIDERS, PLANE
+from brax_physics._src.linalg import MINVAL
+from brax_physics._src.system import System
 
 
 @jax.tree_util.register_dataclass
@@ -55,42 +58,119 @@ class Contact:
         return int(self.dist.shape[-1])
 
 
-def collide(
-    pairs: CollisionPairs, geom_xpos: jax.Array, geom_xmat: jax.Array, geom_size: jax.Array
-) -> Contact:
-    """Contacts of all candidate pairs: one vmapped collider call per pair type.
+class _PairParams(NamedTuple):
+    """Contact parameters of a group's pairs, (npair, ...) each."""
 
-    geom_xpos (ngeom, 3), geom_xmat (ngeom, 3, 3) and geom_size (ngeom, 3) are arrays (sizes may be
-    randomized); `pairs` is static. Returns a `Contact` with `pairs.ncon` slots.
+    friction: jax.Array
+    solref: jax.Array
+    solreffriction: jax.Array
+    solimp: jax.Array
+    margin: jax.Array
+    gap: jax.Array
+
+
+def _mix(sys: System, g: PairGroup) -> _PairParams:
+    """MuJoCo's contact parameters of a group's pairs from the current leaves (mj_contactParam).
+
+    Explicit `<pair>`s take their own `pair_*` values; geom pairs take the higher-priority geom's
+    friction, solref and solimp, or at equal priority the element-wise maximum friction and the
+    solmix-weighted mean solref and solimp (element-wise minimum solref when either is direct);
+    margins and gaps add up.
+    """
+    g1, g2 = g.geom1, g.geom2
+    f1, f2 = sys.geom_friction[g1], sys.geom_friction[g2]
+    r1, r2 = sys.geom_solref[g1], sys.geom_solref[g2]
+    i1, i2 = sys.geom_solimp[g1], sys.geom_solimp[g2]
+    s1, s2 = sys.geom_solmix[g1], sys.geom_solmix[g2]
+    ok1, ok2 = s1 >= MINVAL, s2 >= MINVAL
+    w = jnp.where(ok1 & ok2, s1 / jnp.where(ok1 & ok2, s1 + s2, 1.0),
+                  jnp.where(ok1, 1.0, jnp.where(ok2, 0.0, 0.5)))[:, None]
+    standard = ((r1[:, 0] > 0) & (r2[:, 0] > 0))[:, None]
+    fri = jnp.maximum(f1, f2)
+    solref = jnp.where(standard, w * r1 + (1 - w) * r2, jnp.minimum(r1, r2))
+    solimp = w * i1 + (1 - w) * i2
+    for winner, fw, rw, iw in ((1, f1, r1, i1), (2, f2, r2, i2)):
+        if np.any(g.winner == winner):
+            sel = jnp.asarray(g.winner == winner)[:, None]
+            fri, solref, solimp = jnp.where(sel, fw, fri), jnp.where(sel, rw, solref), jnp.where(sel, iw, solimp)
+    params = _PairParams(
+        friction=fri[:, jnp.asarray([0, 0, 1, 2, 2])],
+        solref=solref,
+        solreffriction=jnp.zeros_like(solref),
+        solimp=solimp,
+        margin=sys.geom_margin[g1] + sys.geom_margin[g2],
+        gap=sys.geom_gap[g1] + sys.geom_gap[g2],
+    )
+    explicit = g.pair_id >= 0
+    if not np.any(explicit):
+        return params
+    pid = np.maximum(g.pair_id, 0)
+    pair = _PairParams(sys.pair_friction[pid], sys.pair_solref[pid], sys.pair_solreffriction[pid],
+                       sys.pair_solimp[pid], sys.pair_margin[pid], sys.pair_gap[pid])
+    sel = jnp.asarray(explicit)
+    return jax.tree.map(lambda p, q: jnp.where(sel.reshape((-1,) + (1,) * (p.ndim - 1)), q, p), params, pair)
+
+
+def _sphere_filtered(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: jax.Array,
+                     bound: jax.Array) -> jax.Array:
+    """(npair,) bool: MuJoCo's bounding-sphere filter (mj_filterSphere) skips the pair.
+
+    Geoms with positive `geom_rbound` are skipped when their centers are farther apart than the
+    radii plus `bound` (margin + gap); a plane (always geom1: lowest type) and a bounded geom when
+    the geom's center is farther above the plane than its radius plus `bound`.
+    """
+    rb1, rb2 = sys.geom_rbound[g.geom1], sys.geom_rbound[g.geom2]
+    x1, x2 = geom_xpos[g.geom1], geom_xpos[g.geom2]
+    reach = rb1 + rb2 + bound
+    far = jnp.sum((x1 - x2) ** 2, axis=-1) > reach * reach
+    out = jnp.where((rb1 > 0) & (rb2 > 0), far, False)
+    if g.type1 == PLANE:
+        height = jnp.sum((x2 - x1) * geom_xmat[g.geom1][:, :, 2], axis=-1)
+        out = out | ((rb1 <= 0) & (rb2 > 0) & (height > bound + rb2))
+    return out
+
+
+def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
+    """Contacts of all candidate pairs of `sys`: one vmapped collider call per pair type.
+
+    geom_xpos (ngeom, 3) and geom_xmat (ngeom, 3, 3) are the geom frames; sizes and contact
+    parameters come from the `System` leaves (so they may be randomized), the pairs and their slot
+    counts from its static `contact_pairs`. Returns a `Contact` with `sys.contact_pairs.ncon` slots.
     """
     dtype = geom_xpos.dtype
+    geom_size = sys.geom_size
     parts: list[dict[str, jax.Array]] = []
-    for g in pairs.groups:
+    for g in sys.contact_pairs.groups:
         fn, k = COLLIDERS[(g.type1, g.type2)]
         i1, i2 = g.geom1, g.geom2
+        prm = _mix(sys, g)
         # Colliders cap their contact count with MuJoCo's detection threshold margin + gap.
-        detect = jnp.asarray(g.margin + g.gap, dtype)
+        detect = prm.margin + prm.gap
         dist, pos, frame = jax.vmap(fn)(
             geom_xpos[i1], geom_xmat[i1], geom_size[i1],
             geom_xpos[i2], geom_xmat[i2], geom_size[i2], detect,
         )
         n = g.npair * k
+        skip = _sphere_filtered(sys, g, geom_xpos, geom_xmat, detect)
+        slot = np.repeat(np.arange(g.npair), k)  # pair of every slot
 
-        def rep(x: np.ndarray, dt: jnp.dtype = dtype, k: int = k) -> jax.Array:
-            return jnp.asarray(np.repeat(x, k, axis=0), dt)
+        def rep(x: np.ndarray, slot: np.ndarray = slot) -> jax.Array:
+            return jnp.asarray(x[slot], jnp.int32)
 
+        dist = dist.reshape(n)
         parts.append({
-            "dist": dist.reshape(n),
+            "dist": dist,
             "pos": pos.reshape(n, 3),
             "frame": frame.reshape(n, 3, 3),
-            "geom1": rep(g.geom1, jnp.int32),
-            "geom2": rep(g.geom2, jnp.int32),
-            "includemargin": rep(g.margin),
-            "friction": rep(g.friction),
-            "solref": rep(g.solref),
-            "solreffriction": rep(g.solreffriction),
-            "solimp": rep(g.solimp),
-            "dim": rep(g.condim, jnp.int32),
+            "geom1": rep(g.geom1),
+            "geom2": rep(g.geom2),
+            "includemargin": prm.margin[slot],
+            "friction": prm.friction[slot],
+            "solref": prm.solref[slot],
+            "solreffriction": prm.solreffriction[slot],
+            "solimp": prm.solimp[slot],
+            "dim": rep(g.condim),
+            "active": (dist < prm.margin[slot]) & ~skip[slot],
         })
     if parts:
         cat = {key: jnp.concatenate([p[key] for p in parts]) for key in parts[0]}
@@ -98,10 +178,12 @@ def collide(
         shapes = {
             "dist": (), "pos": (3,), "frame": (3, 3), "geom1": (), "geom2": (), "includemargin": (),
             "friction": (5,), "solref": (2,), "solreffriction": (2,), "solimp": (5,), "dim": (),
+            "active": (),
         }
+        ints = ("geom1", "geom2", "dim")
         cat = {
-            key: jnp.zeros((0, *s), jnp.int32 if key in ("geom1", "geom2", "dim") else dtype)
+            key: jnp.zeros((0, *s), jnp.int32 if key in ints else bool if key == "active" else dtype)
             for key, s in shapes.items()
         }
     force = jnp.zeros((cat["dist"].shape[0], 6), dtype)
-    return Contact(**cat, active=cat["dist"] < cat["includemargin"], force=force)
+    return Contact(**cat, force=force)

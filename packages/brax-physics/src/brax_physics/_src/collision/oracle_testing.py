@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from brax_physics._src.collision.contact import Contact, collide
-from brax_physics._src.collision.pairs import CollisionPairs, collision_pairs
+from brax_physics._src.collision.contact import collide
+from brax_physics._src.loader import from_mjmodel
+from brax_physics._src.system import System
 
 
 @dataclasses.dataclass
@@ -48,24 +49,21 @@ def mj_batch(m: mujoco.MjModel, qposes: Sequence[np.ndarray] | np.ndarray) -> Ba
     return Batch(m, np.array(xpos), np.array(xmat), contacts)
 
 
-def batched_collide(pairs: CollisionPairs) -> Callable[[jax.Array, jax.Array, jax.Array], Contact]:
-    """jit(vmap(collide)) over a batch of poses with shared sizes."""
-    return jax.jit(jax.vmap(lambda p, r, s: collide(pairs, p, r, s), in_axes=(0, 0, None)))
+# One jitted driver for every model: Systems with the same structure (pairs, names) share its
+# compiled program, since their sizes and contact parameters are leaves.
+_collide_poses = jax.jit(jax.vmap(collide, in_axes=(None, 0, 0)))
 
 
-Fn = Callable[[jax.Array, jax.Array, jax.Array], Contact]
+def system_of(m: mujoco.MjModel) -> System:
+    """`from_mjmodel(m)` without its MjModel reference, so same-structure models share compiles."""
+    return from_mjmodel(m).replace(mj_model_ref=None)
 
 
-def run_ours(batch: Batch, fn: Fn | None = None) -> list[list[dict[str, np.ndarray]]]:
-    """Our active contacts for every pose of `batch`, as numpy dicts.
-
-    `fn` (from `batched_collide`) may be reused across models with the same pair structure, since
-    geom sizes are traced inputs; by default it is built from `batch.m`.
-    """
-    fn = batched_collide(collision_pairs(batch.m)) if fn is None else fn
-    out = fn(
-        jnp.asarray(batch.xpos, jnp.float32), jnp.asarray(batch.xmat, jnp.float32),
-        jnp.asarray(batch.m.geom_size, jnp.float32),
+def run_ours(batch: Batch, sys: System | None = None) -> list[list[dict[str, np.ndarray]]]:
+    """Our active contacts for every pose of `batch` under `sys` (default: `batch.m`'s), as numpy dicts."""
+    out = _collide_poses(
+        system_of(batch.m) if sys is None else sys, jnp.asarray(batch.xpos, jnp.float32),
+        jnp.asarray(batch.xmat, jnp.float32),
     )
     res = []
     for b in range(batch.xpos.shape[0]):
@@ -116,9 +114,9 @@ def mismatches(
     return errs
 
 
-def compare_batch(batch: Batch, tol: float = 2e-5, tangents: bool = True, fn: Fn | None = None) -> list[str]:
-    """All mismatches over a batch, prefixed with the pose index."""
-    ours = run_ours(batch, fn)
+def compare_batch(batch: Batch, tol: float = 2e-5, tangents: bool = True, sys: System | None = None) -> list[str]:
+    """All mismatches over a batch, prefixed with the pose index (ours under `sys`, default `batch.m`'s)."""
+    ours = run_ours(batch, sys)
     return [
         f"pose {b}: {e}"
         for b in range(len(ours))

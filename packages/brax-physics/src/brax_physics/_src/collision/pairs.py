@@ -1,8 +1,9 @@
-"""Load-time collision candidates: MuJoCo's broadphase filter and contact-parameter mixing (numpy).
+"""Load-time collision candidates: MuJoCo's static broadphase filter, grouped by pair type (numpy).
 
 Everything here runs once per model on a compiled `mujoco.MjModel`; the result holds static
-index arrays grouped by pair type plus the mixed per-pair parameters, so that `collide` makes one
-vmapped collider call per pair type.
+index arrays grouped by pair type (geoms, condim, explicit pair index, priority winner), so that
+`collide` makes one vmapped collider call per pair type and mixes the contact parameters from the
+`System` leaves at run time.
 """
 
 from __future__ import annotations
@@ -14,9 +15,6 @@ import numpy as np
 
 from brax_physics._src.collision.primitives import COLLIDERS
 
-# MuJoCo's mjMINVAL: solmix weights below it count as zero.
-_MINVAL = 1e-15
-
 _TYPE_NAMES = {
     0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder",
     6: "box", 7: "mesh", 8: "sdf",
@@ -25,7 +23,11 @@ _TYPE_NAMES = {
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class PairGroup:
-    """All candidate pairs of one (type1, type2); arrays are (npair, ...) numpy, static under jit."""
+    """All candidate pairs of one (type1, type2); arrays are (npair,) numpy, static under jit.
+
+    Only what decides shapes and control flow is here; the contact parameters are mixed every step
+    from the `System` leaves (`geom_friction`, ..., `pair_friction`, ...).
+    """
 
     type1: int
     """MuJoCo geom type of every geom1 (the lower type)."""
@@ -38,19 +40,11 @@ class PairGroup:
     geom2: np.ndarray
     """(npair,) int32 geom ids of the other geoms."""
     condim: np.ndarray
-    """(npair,) int32 mixed contact dimensionality (1, 3, 4 or 6)."""
-    friction: np.ndarray
-    """(npair, 5) float64 mixed friction (slide, slide, spin, roll, roll)."""
-    solref: np.ndarray
-    """(npair, 2) float64 mixed solref."""
-    solreffriction: np.ndarray
-    """(npair, 2) float64 solreffriction (zeros unless set by an explicit <pair>)."""
-    solimp: np.ndarray
-    """(npair, 5) float64 mixed solimp."""
-    margin: np.ndarray
-    """(npair,) float64 summed margins: rows are active while dist < margin."""
-    gap: np.ndarray
-    """(npair,) float64 summed gaps: MuJoCo also reports inactive contacts up to margin + gap."""
+    """(npair,) int32 contact dimensionality (1, 3, 4 or 6): the pair's, or the geoms' mixed."""
+    pair_id: np.ndarray
+    """(npair,) int32 index of the explicit `<pair>` (into `System.pair_*`), -1 for geom-geom pairs."""
+    winner: np.ndarray
+    """(npair,) int32 for geom-geom pairs: 1 if geom1 has the higher priority, 2 if geom2, 0 if equal."""
 
     @property
     def npair(self) -> int:
@@ -69,8 +63,7 @@ class CollisionPairs:
     def _key(self) -> tuple[object, ...]:
         return tuple(
             (g.type1, g.type2, g.ncon_per_pair)
-            + tuple(a.tobytes() for a in (g.geom1, g.geom2, g.condim, g.friction, g.solref, g.solreffriction,
-                                          g.solimp, g.margin, g.gap))
+            + tuple(a.tobytes() for a in (g.geom1, g.geom2, g.condim, g.pair_id, g.winner))
             for g in self.groups
         )
 
@@ -135,39 +128,8 @@ def dynamic_pairs(m: mujoco.MjModel) -> list[tuple[int, int]]:
     return out
 
 
-def _mix(m: mujoco.MjModel, g1: int, g2: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
-    """MuJoCo's mixing of two geoms' condim, friction (5,), solref (2,), solimp (5,)."""
-    p1, p2 = int(m.geom_priority[g1]), int(m.geom_priority[g2])
-    if p1 != p2:
-        g = g1 if p1 > p2 else g2
-        f = np.asarray(m.geom_friction[g], np.float64)
-        return (
-            int(m.geom_condim[g]),
-            np.array([f[0], f[0], f[1], f[2], f[2]]),
-            np.asarray(m.geom_solref[g], np.float64).copy(),
-            np.asarray(m.geom_solimp[g], np.float64).copy(),
-        )
-    condim = max(int(m.geom_condim[g1]), int(m.geom_condim[g2]))
-    f = np.maximum(m.geom_friction[g1], m.geom_friction[g2]).astype(np.float64)
-    s1, s2 = float(m.geom_solmix[g1]), float(m.geom_solmix[g2])
-    if s1 < _MINVAL and s2 < _MINVAL:
-        w = 0.5
-    elif s1 < _MINVAL:
-        w = 0.0
-    elif s2 < _MINVAL:
-        w = 1.0
-    else:
-        w = s1 / (s1 + s2)
-    r1 = np.asarray(m.geom_solref[g1], np.float64)
-    r2 = np.asarray(m.geom_solref[g2], np.float64)
-    # Direct (non-positive) solrefs cannot be averaged with time constants: take the minimum.
-    solref = w * r1 + (1 - w) * r2 if (r1[0] > 0 and r2[0] > 0) else np.minimum(r1, r2)
-    solimp = w * np.asarray(m.geom_solimp[g1], np.float64) + (1 - w) * np.asarray(m.geom_solimp[g2], np.float64)
-    return condim, np.array([f[0], f[0], f[1], f[2], f[2]]), solref, solimp
-
-
 def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
-    """Candidate pairs and mixed contact parameters of a compiled model, grouped by pair type.
+    """Candidate pairs of a compiled model, grouped by pair type, with their static condim.
 
     Raises ValueError for a candidate pair whose types have no collider (naming both geoms), and
     for `override` contact parameters, which are not supported.
@@ -175,11 +137,11 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
     if m.opt.enableflags & mujoco.mjtEnableBit.mjENBL_OVERRIDE:
         raise ValueError("option flag override='enable' (o_margin/o_solref/...) is not supported")
     gtype = np.asarray(m.geom_type)
-    rows: dict[tuple[int, int], list[tuple[int, int, int, np.ndarray, np.ndarray, np.ndarray,
-                                           np.ndarray, float, float]]] = {}
+    prio = np.asarray(m.geom_priority)
+    condims = np.asarray(m.geom_condim)
+    rows: dict[tuple[int, int], list[tuple[int, int, int, int, int]]] = {}
 
-    def add(g1: int, g2: int, condim: int, friction: np.ndarray, solref: np.ndarray,
-            solreffriction: np.ndarray, solimp: np.ndarray, margin: float, gap: float) -> None:
+    def add(g1: int, g2: int, pair_id: int) -> None:
         if gtype[g1] > gtype[g2]:
             g1, g2 = g2, g1
         key = (int(gtype[g1]), int(gtype[g2]))
@@ -191,40 +153,26 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
                 + ", ".join(f"{_TYPE_NAMES[a]}-{_TYPE_NAMES[b]}" for a, b in COLLIDERS)
                 + " (disable it with contype/conaffinity or <exclude>)"
             )
-        rows.setdefault(key, []).append(
-            (g1, g2, condim, friction, solref, solreffriction, solimp, margin, gap)
-        )
+        if pair_id >= 0:
+            condim, winner = int(m.pair_dim[pair_id]), 0
+        else:
+            # MuJoCo's mj_contactParam: the higher priority's condim, else the larger one.
+            winner = 0 if prio[g1] == prio[g2] else (1 if prio[g1] > prio[g2] else 2)
+            condim = int(max(condims[g1], condims[g2]) if winner == 0 else condims[g1 if winner == 1 else g2])
+        rows.setdefault(key, []).append((g1, g2, condim, pair_id, winner))
 
     if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_CONTACT:
         for i in range(m.npair):
-            add(
-                int(m.pair_geom1[i]), int(m.pair_geom2[i]), int(m.pair_dim[i]),
-                np.asarray(m.pair_friction[i], np.float64).copy(),
-                np.asarray(m.pair_solref[i], np.float64).copy(),
-                np.asarray(m.pair_solreffriction[i], np.float64).copy(),
-                np.asarray(m.pair_solimp[i], np.float64).copy(),
-                float(m.pair_margin[i]), float(m.pair_gap[i]),
-            )
+            add(int(m.pair_geom1[i]), int(m.pair_geom2[i]), i)
     for g1, g2 in dynamic_pairs(m):
-        condim, friction, solref, solimp = _mix(m, g1, g2)
-        add(
-            g1, g2, condim, friction, solref, np.zeros(2), solimp,
-            float(m.geom_margin[g1] + m.geom_margin[g2]), float(m.geom_gap[g1] + m.geom_gap[g2]),
-        )
+        add(g1, g2, -1)
 
     groups = []
     for key in sorted(rows):
-        r = rows[key]
+        r = np.asarray(rows[key], np.int32).reshape(-1, 5)
         groups.append(PairGroup(
             type1=key[0], type2=key[1], ncon_per_pair=COLLIDERS[key][1],
-            geom1=np.array([x[0] for x in r], np.int32),
-            geom2=np.array([x[1] for x in r], np.int32),
-            condim=np.array([x[2] for x in r], np.int32),
-            friction=np.stack([x[3] for x in r]),
-            solref=np.stack([x[4] for x in r]),
-            solreffriction=np.stack([x[5] for x in r]),
-            solimp=np.stack([x[6] for x in r]),
-            margin=np.array([x[7] for x in r], np.float64),
-            gap=np.array([x[8] for x in r], np.float64),
+            geom1=r[:, 0].copy(), geom2=r[:, 1].copy(), condim=r[:, 2].copy(), pair_id=r[:, 3].copy(),
+            winner=r[:, 4].copy(),
         ))
     return CollisionPairs(groups=tuple(groups))

@@ -81,20 +81,88 @@ def test_candidate_pairs_and_mixing_match_mujoco(filterparent: bool) -> None:
     assert not errs, "\n".join(errs)
 
 
+# MjModel fields and our leaves of the same name that the run-time mixing reads.
+_MIXED_FIELDS = ("geom_friction", "geom_solref", "geom_solimp", "geom_solmix", "geom_margin", "geom_gap",
+                 "pair_friction", "pair_solref", "pair_solimp", "pair_margin", "pair_gap")
+
+
+def _perturbed(m: mujoco.MjModel, seed: int) -> mujoco.MjModel:
+    """A copy of `m` with every mixed contact parameter redrawn (valid ranges, some solrefs direct)."""
+    rng = np.random.default_rng(seed)
+    p = mujoco.MjModel.from_xml_string(FILTER_XML % "enable")
+    p.geom_friction[:] = rng.uniform([0.1, 0.001, 1e-5], [2.0, 0.05, 0.01], p.geom_friction.shape)
+    p.geom_solref[:] = np.where(rng.random((p.ngeom, 1)) < 0.25, rng.uniform([-3000, -80], [-500, -5], (p.ngeom, 2)),
+                                rng.uniform([0.005, 0.3], [0.05, 1.5], (p.ngeom, 2)))
+    lo = rng.uniform(0.3, 0.8, (p.ngeom, 1))
+    p.geom_solimp[:] = np.concatenate([lo, lo + 0.15, rng.uniform(0.001, 0.02, (p.ngeom, 1)),
+                                       rng.uniform(0.2, 0.8, (p.ngeom, 1)), rng.uniform(1, 3, (p.ngeom, 1))], 1)
+    p.geom_solmix[:] = rng.choice([0.0, 0.5, 1.0, 4.0], p.ngeom)
+    p.geom_margin[:] = rng.uniform(0, 0.02, p.ngeom)
+    p.geom_gap[:] = rng.uniform(0, 0.005, p.ngeom)
+    p.pair_friction[:] = rng.uniform(0.01, 1.0, p.pair_friction.shape)
+    p.pair_solref[:] = rng.uniform([0.005, 0.3], [0.05, 1.5], p.pair_solref.shape)
+    p.pair_solimp[:] = np.concatenate([np.full((p.npair, 1), 0.6), np.full((p.npair, 1), 0.9),
+                                       rng.uniform(0.001, 0.02, (p.npair, 3))], 1)
+    p.pair_margin[:] = rng.uniform(0, 0.02, p.npair)
+    p.pair_gap[:] = rng.uniform(0, 0.005, p.npair)
+    return p
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_parameters_mixed_at_run_time_match_mujoco(seed: int) -> None:
+    """Leaves replaced after load (as a vmap randomization does) give MuJoCo's contacts for the same
+    direct change to the MjModel: priority, solmix weights, direct-solref minimum, max friction,
+    summed margin/gap, explicit <pair> values."""
+    base = ot.system_of(_model())
+    p = _perturbed(_model(), seed)
+    sys = base.replace(**{f: jnp.asarray(np.asarray(getattr(p, f)), jnp.float32) for f in _MIXED_FIELDS})
+    batch = ot.mj_batch(p, [p.qpos0])
+    assert sum(len(c) for c in batch.contacts) >= 5
+    errs = ot.compare_batch(batch, sys=sys)
+    assert not errs, "\n".join(errs)
+    # ...and they differ from the load-time parameters (the replaced leaves are what was read).
+    assert ot.compare_batch(batch, sys=base)
+
+
+def test_bounding_sphere_filter_reads_rbound() -> None:
+    """MuJoCo skips a pair whose bounding spheres (plus margin and gap) are apart: a shrunk rbound
+    removes a touching contact in both engines; a plane uses the geom's height above it."""
+    xml = """<mujoco><worldbody><geom type="plane" size="5 5 .1"/>
+      <body pos="0 0 .099"><freejoint/><geom type="sphere" size=".1"/></body>
+      <body pos=".3 0 .099"><freejoint/><geom type="sphere" size=".1" margin=".01"/></body>
+      <body pos=".3 0 .297"><freejoint/><geom type="box" size=".1 .1 .1"/></body></worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(xml)
+    base = ot.system_of(m)
+    for rbound in ([0, 0.1, 0.1, 0.17], [0, 0.05, 0.1, 0.17], [0, 0.1, 0.06, 0.05], [0, 0.1, 0.08, 0.17]):
+        p = mujoco.MjModel.from_xml_string(xml)
+        p.geom_rbound[:] = rbound
+        batch = ot.mj_batch(p, [p.qpos0])
+        sys = base.replace(geom_rbound=jnp.asarray(rbound, jnp.float32))
+        errs = ot.compare_batch(batch, sys=sys)
+        assert not errs, (rbound, errs)
+    counts = []
+    for rbound in ([0, 0.1, 0.1, 0.17], [0, 0.05, 0.08, 0.05]):
+        p = mujoco.MjModel.from_xml_string(xml)
+        p.geom_rbound[:] = rbound
+        counts.append(sum(len(c) for c in ot.mj_batch(p, [p.qpos0]).contacts))
+    assert counts[0] > counts[1], counts
+
+
 def test_explicit_pair_parameters() -> None:
     m = _model()
-    pairs = collision_pairs(m)
-    rows = {
-        (int(a), int(b)): (int(c), f, mg)
-        for g in pairs.groups
-        for a, b, c, f, mg in zip(g.geom1, g.geom2, g.condim, g.friction, g.margin, strict=True)
-    }
+    sys = ot.system_of(m)
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    con = jax.jit(collide)(sys, jnp.asarray(d.geom_xpos, jnp.float32),
+                           jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32))
     gid = {mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, i): i for i in range(m.ngeom)}
-    key = tuple(sorted((gid["a_cap"], gid["d_cap"])))
-    condim, friction, margin = rows[(int(key[0]), int(key[1]))]
-    assert condim == 4
-    np.testing.assert_allclose(friction, [0.4, 0.5, 0.01, 0.002, 0.003])
-    assert margin == pytest.approx(0.003)
+    pair = {frozenset((gid["a_cap"], gid["d_cap"]))}
+    slots = [i for i in range(con.ncon) if {int(con.geom1[i]), int(con.geom2[i])} in pair]
+    assert slots
+    for i in slots:
+        assert int(con.dim[i]) == 4
+        np.testing.assert_allclose(con.friction[i], [0.4, 0.5, 0.01, 0.002, 0.003], rtol=1e-6)
+        assert float(con.includemargin[i]) == pytest.approx(0.003)
 
 
 def test_gap_contacts_are_inactive() -> None:
@@ -103,8 +171,8 @@ def test_gap_contacts_are_inactive() -> None:
       <body><freejoint/><geom type="sphere" size=".1" margin=".006" gap=".002"/></body></worldbody></mujoco>"""
     m = mujoco.MjModel.from_xml_string(xml)
     d = mujoco.MjData(m)
-    pairs = collision_pairs(m)
-    fn = jax.jit(lambda p, r, s: collide(pairs, p, r, s))
+    sys = ot.system_of(m)
+    fn = jax.jit(lambda p, r: collide(sys, p, r))
     for z, mj_listed, active in [(0.108, True, True), (0.112, True, False), (0.116, False, False)]:
         d.qpos[:] = [0, 0, z, 1, 0, 0, 0]
         mujoco.mj_forward(m, d)
@@ -112,8 +180,7 @@ def test_gap_contacts_are_inactive() -> None:
         if mj_listed:
             assert (d.contact[0].efc_address >= 0) == active
             assert d.contact[0].includemargin == pytest.approx(0.01)
-        c = fn(jnp.asarray(d.geom_xpos, jnp.float32), jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32),
-               jnp.asarray(m.geom_size, jnp.float32))
+        c = fn(jnp.asarray(d.geom_xpos, jnp.float32), jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32))
         assert bool(c.active[0]) == active
         assert float(c.includemargin[0]) == pytest.approx(0.01)
 
@@ -133,9 +200,9 @@ def test_disabled_contacts_give_empty_contact_set() -> None:
     assert pairs.ncon == 0
     d = mujoco.MjData(m)
     mujoco.mj_forward(m, d)
-    c = jax.jit(lambda p, r, s: collide(pairs, p, r, s))(
-        jnp.asarray(d.geom_xpos, jnp.float32), jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32),
-        jnp.asarray(m.geom_size, jnp.float32),
+    c = jax.jit(collide)(
+        ot.system_of(m), jnp.asarray(d.geom_xpos, jnp.float32),
+        jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32),
     )
     assert c.ncon == 0 and c.frame.shape == (0, 3, 3)
 
@@ -155,7 +222,8 @@ def test_driver_shapes_order_and_randomized_sizes() -> None:
     xpos = jnp.asarray(d.geom_xpos, jnp.float32)
     xmat = jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32)
     sizes = jnp.asarray(m.geom_size, jnp.float32)[None] * jnp.array([1.0, 0.5, 1.2], jnp.float32)[:, None, None]
-    c = jax.jit(jax.vmap(lambda s: collide(pairs, xpos, xmat, s)))(sizes)
+    sys = ot.system_of(m)
+    c = jax.jit(jax.vmap(lambda s: collide(sys.replace(geom_size=s), xpos, xmat)))(sizes)
     assert c.dist.shape == (3, pairs.ncon) and c.frame.shape == (3, pairs.ncon, 3, 3)
     sphere_floor = np.asarray(c.dist[:, 0])
     np.testing.assert_allclose(sphere_floor, [0.09 - 0.1, 0.09 - 0.05, 0.09 - 0.12], atol=1e-6)

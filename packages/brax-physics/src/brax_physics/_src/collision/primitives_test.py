@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from brax_physics._src.collision import collision_pairs
 from brax_physics._src.collision import oracle_testing as ot
 from brax_physics._src.collision import primitives as P
 
@@ -38,8 +37,8 @@ def pair_model(t1: str, t2: str, s1: str | None = None, s2: str | None = None) -
       <body><freejoint/><geom type="{t2}" size="{s2 or SIZES[t2]}"/></body></worldbody></mujoco>""")
 
 
-def _check(batch: ot.Batch, tangents: bool = True, fn: ot.Fn | None = None) -> None:
-    errs = ot.compare_batch(batch, tangents=tangents, fn=fn)
+def _check(batch: ot.Batch, tangents: bool = True) -> None:
+    errs = ot.compare_batch(batch, tangents=tangents)
     assert not errs, "\n".join(errs[:20])
 
 
@@ -148,13 +147,12 @@ def test_box_box_resting() -> None:
         (".5 .5 .1", ".1 .1 .1", "0.45 0.45 0.19", "0 0 30", 5),
         (".1 .1 .1", ".1 .1 .1", "0.15 0.1 0.19", "30 40 45", 1),
     ]
-    fn = ot.batched_collide(collision_pairs(pair_model("box", "box")))  # sizes are traced: reuse
     for s1, s2, pos, euler, count in cases:
         m = pair_model("box", "box", s1, s2)
         q = np.concatenate([[0, 0, 0, 1, 0, 0, 0], [float(v) for v in pos.split()], _euler_quat(euler)])
         batch = ot.mj_batch(m, [q])
         assert len(batch.contacts[0]) == count, (s1, s2, pos, euler)
-        _check(batch, fn=fn)
+        _check(batch)
 
 
 def test_capsule_capsule_parallel() -> None:
@@ -168,11 +166,10 @@ def test_capsule_capsule_parallel() -> None:
         (0.3, "0 90 0", "0.1 0.1 0.1", "0 90 0", 0.2),
         (0.3, "0 0 0", "0 0.15 0", "0 0 0", 0.2),
     ]
-    fn = ot.batched_collide(collision_pairs(pair_model("capsule", "capsule")))
     for h1, e1, pos, e2, h2 in cases:
         m = pair_model("capsule", "capsule", f".1 {h1}", f".1 {h2}")
         q = np.concatenate([[0, 0, 0], _euler_quat(e1), [float(v) for v in pos.split()], _euler_quat(e2)])
-        _check(ot.mj_batch(m, [q]), fn=fn)
+        _check(ot.mj_batch(m, [q]))
 
 
 def test_capsule_box_resting() -> None:
@@ -188,7 +185,6 @@ def test_capsule_box_resting() -> None:
         ("0 0 0", "0.05 0.45 0.14", "90 0 0", 0.2, 2),  # overhanging the y edge
         ("10 20 30", "0 0 0", "0 0 0", 0.2, 2),  # lying on a rotated box
     ]
-    fn: ot.Fn | None = None
     for box_euler, pos, euler, h, count in cases:
         m = mujoco.MjModel.from_xml_string(f"""<mujoco><worldbody>
           <body euler="{box_euler}"><freejoint/><geom type="box" size=".5 .4 .1"/></body>
@@ -204,8 +200,7 @@ def test_capsule_box_resting() -> None:
             qc = np.concatenate([p, _euler_quat(euler)])
         batch = ot.mj_batch(m, [np.concatenate([qb, qc])])
         assert len(batch.contacts[0]) == count, (box_euler, pos, euler, h)
-        fn = ot.batched_collide(collision_pairs(m)) if fn is None else fn
-        _check(batch, fn=fn)
+        _check(batch)
 
 
 def test_capsule_box_shallow_random_deepest() -> None:

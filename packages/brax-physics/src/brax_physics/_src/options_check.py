@@ -1,0 +1,219 @@
+"""Load-time survey of MuJoCo's simulation options (`mjOption`) against what brax-physics runs.
+
+Every option field and flag bit is in one of four classes, recorded in `OPTIONS`,
+`DISABLE_FLAGS` and `ENABLE_FLAGS` (a test checks they cover all of MuJoCo's):
+
+- honoured: the pipeline reads it as MuJoCo does (the entry says where);
+- refused: loading raises `ValueError` (`loader.unsupported` or `collision_pairs`);
+- irrelevant: it cannot change `mj_step`'s trajectory for a model we accept (the entry says why);
+- warned: not honoured; `emit_option_warnings` issues an `OptionWarning` naming it whenever its
+  value would make MuJoCo's results differ from ours, or names what runs instead.
+
+Two combinations of honoured options are also warned: fluid forces with both `spring` and `damper`
+disabled, and fluid forces under `implicitfast` (see `option_warnings`).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import types
+import warnings
+from typing import Literal
+
+import mujoco
+
+Status = Literal["honoured", "refused", "irrelevant", "warned"]
+
+
+class OptionWarning(UserWarning):
+    """A MuJoCo option of the loaded model is not honoured as MuJoCo C does; the message names it."""
+
+
+# Reasons shared by several entries.
+_CONVEX = "read only by MuJoCo's general convex collider, which no supported pair uses"
+_OVERRIDE = "read only with flag override, which is refused"
+_SDF = "read only by SDF colliders, whose pairs are refused"
+
+OPTIONS: dict[str, tuple[Status, str]] = {
+    "timestep": ("honoured", "pipeline.step"),
+    "impratio": ("honoured", "constraint: pyramidal friction regularizer"),
+    "tolerance": ("honoured", "solver.Config.tolerance (with float32 roundoff floors)"),
+    "ls_tolerance": ("warned", "our line search is exact: see _line_search_note"),
+    "noslip_tolerance": ("irrelevant", "read only by the noslip solver; noslip_iterations > 0 is refused"),
+    "ccd_tolerance": ("irrelevant", _CONVEX),
+    "sleep_tolerance": ("irrelevant", "read only when sleeping, and the sleep flag is refused"),
+    "gravity": ("honoured", "dynamics.rne"),
+    "wind": ("honoured", "fluid.fluid"),
+    "magnetic": ("irrelevant", "read only by magnetometer sensors, which never act on the dynamics"),
+    "density": ("honoured", "fluid.fluid (inertia-box model; the ellipsoid model is refused)"),
+    "viscosity": ("honoured", "fluid.fluid"),
+    "o_margin": ("irrelevant", _OVERRIDE),
+    "o_solref": ("irrelevant", _OVERRIDE),
+    "o_solimp": ("irrelevant", _OVERRIDE),
+    "o_friction": ("irrelevant", _OVERRIDE),
+    "integrator": ("honoured", "pipeline.step: Euler, RK4, implicitfast; the others are refused"),
+    "cone": ("honoured", "pyramidal; elliptic is refused with contacts and reads nothing without them"),
+    "jacobian": ("irrelevant", "dense or sparse storage of the same matrices (MuJoCo agrees to roundoff)"),
+    "solver": ("warned", "PGS and CG run as Newton: same optimum, see option_warnings"),
+    "iterations": ("honoured", "solver.Config.iterations"),
+    "ls_iterations": ("warned", "our line search is exact: see _line_search_note"),
+    "noslip_iterations": ("refused", "loader.unsupported when > 0"),
+    "ccd_iterations": ("irrelevant", _CONVEX),
+    "disableflags": ("honoured", "bit by bit, see DISABLE_FLAGS"),
+    "enableflags": ("honoured", "bit by bit, see ENABLE_FLAGS"),
+    "disableactuator": ("refused", "loader.unsupported when nonzero"),
+    "sdf_initpoints": ("irrelevant", _SDF),
+    "sdf_iterations": ("irrelevant", _SDF),
+}
+"""Every `mjOption` field: its class and where it is honoured, or why it is irrelevant."""
+
+# Keyed by the MJCF <flag> attribute (mjDSBL_<NAME> lower-cased).
+DISABLE_FLAGS: dict[str, tuple[Status, str]] = {
+    "constraint": ("honoured", "constraint.layout: no rows"),
+    "equality": ("irrelevant", "equality constraints are refused"),
+    "frictionloss": ("honoured", "constraint.layout"),
+    "limit": ("honoured", "constraint.layout"),
+    "contact": ("honoured", "collision.pairs and constraint.layout"),
+    "spring": ("honoured", "dynamics.passive (with damper too: see option_warnings)"),
+    "damper": ("honoured", "dynamics.passive and the implicit damping in pipeline.step"),
+    "gravity": ("honoured", "dynamics.rne"),
+    "clampctrl": ("honoured", "dynamics.actuation"),
+    "warmstart": ("honoured", "solver.Config.warmstart"),
+    "filterparent": ("honoured", "collision.pairs.dynamic_pairs"),
+    "actuation": ("honoured", "dynamics.actuation and pipeline.step"),
+    "refsafe": ("honoured", "constraint: solref time constant"),
+    "sensor": ("irrelevant", "sensors never act on the dynamics"),
+    "midphase": ("irrelevant", "MuJoCo's bounding-volume tree only skips pairs that cannot touch"),
+    "eulerdamp": ("honoured", "pipeline.step"),
+    # MuJoCo resets a diverged state (NaN or |value| > 1e10) to qpos0; we never do (physics keeps the
+    # NaN, envs mark it done), so only runs that already diverged differ, whatever the flag says.
+    "autoreset": ("irrelevant", "acts only on a diverged state"),
+    "nativeccd": ("irrelevant", _CONVEX),
+    # Islands split the solve into independent blocks with the same optimum; only the stopping
+    # test's scaling changes, so results agree to within the solver tolerance.
+    "island": ("irrelevant", "same optimum, solved block by block"),
+    "multiccd": ("irrelevant", _CONVEX),
+}
+"""Every `mjtDisableBit`: its class and where it is honoured, or why it is irrelevant."""
+
+ENABLE_FLAGS: dict[str, tuple[Status, str]] = {
+    "override": ("refused", "collision.pairs.collision_pairs"),
+    "energy": ("irrelevant", "fills mjData.energy only"),
+    "fwdinv": ("irrelevant", "fills mjData.solver_fwdinv only"),
+    "invdiscrete": ("irrelevant", "read only by mj_inverse"),
+    "sleep": ("refused", "loader.unsupported"),
+    "diagexact": ("warned", "constraint impedances use the invweight0 approximation"),
+    "ipc": ("warned", "ignored; MuJoCo accepts it only with integrator discrete, which is refused"),
+    "speculative": ("warned", "no speculative contacts"),
+}
+"""Every `mjtEnableBit`: its class and where it is honoured, or why it is irrelevant."""
+
+_SOLVER_NAMES = {int(mujoco.mjtSolver.mjSOL_PGS): "PGS", int(mujoco.mjtSolver.mjSOL_CG): "CG"}
+_INT_IMPLICITFAST = int(mujoco.mjtIntegrator.mjINT_IMPLICITFAST)
+
+
+def _bit(prefix: str, name: str) -> int:
+    enum = mujoco.mjtDisableBit if prefix == "mjDSBL_" else mujoco.mjtEnableBit
+    return int(enum.__members__[prefix + name.upper()])
+
+
+def _flag_set(flags: int, prefix: str, name: str) -> bool:
+    return bool(flags & _bit(prefix, name))
+
+
+@functools.cache
+def _defaults() -> mujoco.MjOption:
+    """MuJoCo's default options (those of an empty model)."""
+    return mujoco.MjModel.from_xml_string("<mujoco/>").opt
+
+
+def _line_search_note(name: str, value: str, iterations: int) -> str:
+    # MuJoCo's line search stops after ls_iterations steps or once the slope is below
+    # tolerance*ls_tolerance; ours is the exact minimizer. Looser settings than MuJoCo's defaults
+    # slow MuJoCo's progress per iteration, which shows only when `iterations` ends its solve early
+    # (then ours is the more converged). Tighter settings move MuJoCo towards ours: no warning.
+    return (f'option {name}="{value}": ignored, the Newton line search here is exact; MuJoCo\'s looser '
+            f'line search changes results only when iterations="{iterations}" stops its solver before it '
+            "converges (ours is then the more converged)")
+
+
+def option_warnings(m: mujoco.MjModel) -> list[str]:
+    """Messages naming each option of `m` that brax-physics does not honour (empty for the defaults)."""
+    o, default = m.opt, _defaults()
+    out: list[str] = []
+    solver = _SOLVER_NAMES.get(int(o.solver))
+    if solver is not None:
+        # MuJoCo's computation chapter: the constraint forces are the unique optimum of a convex
+        # problem; Newton and CG minimize its reduced primal form, PGS its dual.
+        how = "solves the dual of" if solver == "PGS" else "minimizes"
+        out.append(
+            f'option solver="{solver}": not implemented, the Newton solver runs instead. Results still '
+            f"match MuJoCo's: {solver} {how} the same convex problem as Newton, so both reach its unique "
+            f'optimum up to the solver tolerance, as long as iterations="{o.iterations}" lets MuJoCo\'s '
+            f"{solver} converge"
+        )
+    if o.ls_iterations < default.ls_iterations:
+        out.append(_line_search_note("ls_iterations", str(o.ls_iterations), o.iterations))
+    if o.ls_tolerance > default.ls_tolerance:
+        out.append(_line_search_note("ls_tolerance", f"{o.ls_tolerance:g}", o.iterations))
+
+    dflags, eflags = int(o.disableflags), int(o.enableflags)
+    fluid = o.density != 0 or o.viscosity != 0
+    no_passive = _flag_set(dflags, "mjDSBL_", "spring") and _flag_set(dflags, "mjDSBL_", "damper")
+    if fluid and no_passive:
+        out.append(
+            'option flag spring="disable" with damper="disable": MuJoCo then drops every passive force, the '
+            "fluid forces of density/viscosity included, but brax-physics still applies them (results differ)"
+        )
+    elif fluid and o.integrator == _INT_IMPLICITFAST:
+        out.append(
+            'option integrator="implicitfast" with density/viscosity: MuJoCo integrates the fluid forces '
+            "implicitly (their velocity derivatives), brax-physics explicitly (results differ; Euler and RK4 "
+            "match)"
+        )
+    if _flag_set(eflags, "mjENBL_", "diagexact"):
+        out.append(
+            'option flag diagexact="enable": not implemented; constraint impedances use MuJoCo\'s default '
+            "diagonal approximation (body/dof invweight0), so constraint forces differ from MuJoCo's"
+        )
+    if _flag_set(eflags, "mjENBL_", "speculative"):
+        out.append(
+            'option flag speculative="enable": not implemented; without speculative contacts a geom that '
+            "moves farther than its own size in one step can pass through what MuJoCo stops (results differ)"
+        )
+    if _flag_set(eflags, "mjENBL_", "ipc"):
+        out.append(
+            'option flag ipc="enable": ignored; MuJoCo accepts it only with integrator="discrete" '
+            "(not supported here) and refuses to step otherwise"
+        )
+
+    # Bits of a newer MuJoCo that this survey has not classified.
+    for flags, prefix, table, field in ((dflags, "mjDSBL_", DISABLE_FLAGS, "disableflags"),
+                                        (eflags, "mjENBL_", ENABLE_FLAGS, "enableflags")):
+        unknown = flags & ~sum(_bit(prefix, name) for name in table)
+        out += [f"option {field} bit 1<<{i}: unknown to brax-physics, ignored"
+                for i in range(unknown.bit_length()) if unknown >> i & 1]
+    return out
+
+
+# Frames of the loading machinery; the warning points at the first frame outside them.
+_INTERNAL_MODULES = frozenset({__name__, "brax_physics._src.loader"})
+
+
+def _caller_stacklevel() -> int:
+    level = 1
+    caller: types.FrameType | None = sys._getframe(1)
+    while caller is not None and caller.f_globals.get("__name__") in _INTERNAL_MODULES:
+        level += 1
+        caller = caller.f_back
+    return level
+
+
+def emit_option_warnings(m: mujoco.MjModel) -> None:
+    """Issue one `OptionWarning` per message of `option_warnings(m)`, attributed to the loading code."""
+    msgs = option_warnings(m)
+    if msgs:
+        level = _caller_stacklevel()
+        for msg in msgs:
+            warnings.warn(msg, OptionWarning, stacklevel=level)
