@@ -137,8 +137,8 @@ def unsupported(m: Any) -> list[str]:
     for g in np.flatnonzero(np.asarray(m.geom_adhesion) != 0):
         errs.append(f"{geom(int(g))}: adhesion is not supported")
     pair = _namer(m, obj.mjOBJ_PAIR, "pair")
-    for i in np.flatnonzero(np.asarray(m.pair_adhesion) != 0):
-        errs.append(f"{pair(int(i))} (<pair>): adhesion is not supported")
+    for k in np.flatnonzero(np.asarray(m.pair_adhesion) != 0):
+        errs.append(f"{pair(int(k))} (<pair>): adhesion is not supported")
     for g in np.flatnonzero(np.asarray(m.geom_fluid).reshape(m.ngeom, -1)[:, 0] != 0):
         errs.append(f"{geom(int(g))}: fluidshape=ellipsoid is not supported (the inertia-box fluid model is)")
     if opt.enableflags & _ENBL_SLEEP:

@@ -52,11 +52,6 @@ def _static(**kwargs: Any) -> Any:
     return dataclasses.field(metadata={"static": True}, **kwargs)
 
 
-def _visual() -> Any:
-    """An array leaf that renderers read and the physics does not (as in MuJoCo)."""
-    return dataclasses.field(metadata={"visual": True})
-
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class ModelRef:
     """A `mujoco.MjModel` held as static System data, equal to another holding the same compiled bytes."""
@@ -87,13 +82,14 @@ class Options:
     impratio: jax.Array
     """() friction-to-normal impedance ratio (used by the contact solver)."""
     density: jax.Array
-    """() density of the medium (fluid forces, inertia-box model)."""
+    """() density of the medium (fluid forces, inertia-box model; read when `has_fluid`)."""
     viscosity: jax.Array
-    """() viscosity of the medium (fluid forces, inertia-box model)."""
+    """() viscosity of the medium (fluid forces, inertia-box model; read when `has_fluid`)."""
     wind: jax.Array
-    """(3,) velocity of the medium in the world frame."""
+    """(3,) velocity of the medium in the world frame (read when `has_fluid`)."""
     has_fluid: bool = _static()
-    """Whether fluid forces are computed: density or viscosity nonzero at load time."""
+    """Whether fluid forces are computed: density or viscosity nonzero at load time. Models without a
+    medium skip the fluid stage; to randomize a medium from zero, `opt.replace(has_fluid=True, ...)`."""
     integrator: int = _static()
     """mjtIntegrator code: 0 Euler, 1 RK4, 3 implicitfast."""
     disableflags: int = _static()
@@ -178,14 +174,14 @@ class System:
     dof_invweight0: jax.Array
     """(nv,) mean inverse inertia at qpos0, from MuJoCo."""
     geom_size: jax.Array
-    """(ngeom, 3) geom size parameters."""
+    """(ngeom, 3) geom size parameters (MuJoCo's sphere filter reads `geom_rbound`: enlarge both)."""
     geom_pos: jax.Array
     """(ngeom, 3) geom position in the body frame."""
     geom_quat: jax.Array
     """(ngeom, 4) geom orientation in the body frame."""
     geom_friction: jax.Array
     """(ngeom, 3) sliding, torsional, rolling friction."""
-    geom_rgba: jax.Array = _visual()
+    geom_rgba: jax.Array = dataclasses.field(metadata={"visual": True})
     """(ngeom, 4) color (renderers read it; the physics does not, as in MuJoCo)."""
     geom_margin: jax.Array
     """(ngeom,) contact margin; a pair's margin is the sum of its geoms' (mixed every step)."""

@@ -92,7 +92,8 @@ def _mix(sys: System, g: PairGroup) -> _PairParams:
     for winner, fw, rw, iw in ((1, f1, r1, i1), (2, f2, r2, i2)):
         if np.any(g.winner == winner):
             sel = jnp.asarray(g.winner == winner)[:, None]
-            fri, solref, solimp = jnp.where(sel, fw, fri), jnp.where(sel, rw, solref), jnp.where(sel, iw, solimp)
+            fri = jnp.where(sel, fw, fri)
+            solref, solimp = jnp.where(sel, rw, solref), jnp.where(sel, iw, solimp)
     params = _PairParams(
         friction=fri[:, jnp.asarray([0, 0, 1, 2, 2])],
         solref=solref,
@@ -108,7 +109,8 @@ def _mix(sys: System, g: PairGroup) -> _PairParams:
     pair = _PairParams(sys.pair_friction[pid], sys.pair_solref[pid], sys.pair_solreffriction[pid],
                        sys.pair_solimp[pid], sys.pair_margin[pid], sys.pair_gap[pid])
     sel = jnp.asarray(explicit)
-    return jax.tree.map(lambda p, q: jnp.where(sel.reshape((-1,) + (1,) * (p.ndim - 1)), q, p), params, pair)
+    return _PairParams(*(jnp.where(sel.reshape((-1,) + (1,) * (a.ndim - 1)), b, a)
+                         for a, b in zip(params, pair, strict=True)))
 
 
 def _sphere_filtered(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: jax.Array,

@@ -114,7 +114,9 @@ def mismatches(
     return errs
 
 
-def compare_batch(batch: Batch, tol: float = 2e-5, tangents: bool = True, sys: System | None = None) -> list[str]:
+def compare_batch(
+    batch: Batch, tol: float = 2e-5, tangents: bool = True, sys: System | None = None
+) -> list[str]:
     """All mismatches over a batch, prefixed with the pose index (ours under `sys`, default `batch.m`'s)."""
     ours = run_ours(batch, sys)
     return [

@@ -62,8 +62,8 @@ class CollisionPairs:
 
     def _key(self) -> tuple[object, ...]:
         return tuple(
-            (g.type1, g.type2, g.ncon_per_pair)
-            + tuple(a.tobytes() for a in (g.geom1, g.geom2, g.condim, g.pair_id, g.winner))
+            (g.type1, g.type2, g.ncon_per_pair, *(a.tobytes() for a in (g.geom1, g.geom2, g.condim, g.pair_id,
+                                                                          g.winner)))
             for g in self.groups
         )
 

@@ -91,11 +91,12 @@ def _perturbed(m: mujoco.MjModel, seed: int) -> mujoco.MjModel:
     rng = np.random.default_rng(seed)
     p = mujoco.MjModel.from_xml_string(FILTER_XML % "enable")
     p.geom_friction[:] = rng.uniform([0.1, 0.001, 1e-5], [2.0, 0.05, 0.01], p.geom_friction.shape)
-    p.geom_solref[:] = np.where(rng.random((p.ngeom, 1)) < 0.25, rng.uniform([-3000, -80], [-500, -5], (p.ngeom, 2)),
+    direct = rng.uniform([-3000, -80], [-500, -5], (p.ngeom, 2))
+    p.geom_solref[:] = np.where(rng.random((p.ngeom, 1)) < 0.25, direct,
                                 rng.uniform([0.005, 0.3], [0.05, 1.5], (p.ngeom, 2)))
     lo = rng.uniform(0.3, 0.8, (p.ngeom, 1))
-    p.geom_solimp[:] = np.concatenate([lo, lo + 0.15, rng.uniform(0.001, 0.02, (p.ngeom, 1)),
-                                       rng.uniform(0.2, 0.8, (p.ngeom, 1)), rng.uniform(1, 3, (p.ngeom, 1))], 1)
+    width, mid, power = (rng.uniform(a, b, (p.ngeom, 1)) for a, b in ((0.001, 0.02), (0.2, 0.8), (1, 3)))
+    p.geom_solimp[:] = np.concatenate([lo, lo + 0.15, width, mid, power], 1)
     p.geom_solmix[:] = rng.choice([0.0, 0.5, 1.0, 4.0], p.ngeom)
     p.geom_margin[:] = rng.uniform(0, 0.02, p.ngeom)
     p.geom_gap[:] = rng.uniform(0, 0.005, p.ngeom)
