@@ -90,3 +90,10 @@ def test_model_without_degrees_of_freedom_initializes_and_steps(xml: str) -> Non
     np.testing.assert_allclose(state.x.pos, d.xpos, atol=1e-7)
     batched = jax.vmap(lambda _: steps(bp.init(sys)))(jnp.arange(2))
     assert batched.q.shape == (2, 0)
+
+
+def test_replace_builds_vmap_axis_trees() -> None:
+    """The in_axes idiom of Brax and Playground: a System of None with 0 on the randomized leaves."""
+    sys = _pendulum()
+    axes = jax.tree.map(lambda _: None, sys).replace(body_mass=0, geom_friction=0)
+    assert axes.body_mass == 0 and axes.geom_friction == 0 and axes.dof_damping is None

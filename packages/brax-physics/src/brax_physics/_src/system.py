@@ -356,6 +356,8 @@ def _check_changes(obj: Any, where: str, changes: dict[str, Any], static_ok: boo
                 raise ValueError(f"{where}.replace: opt must be an Options, got {type(value).__name__}")
             continue
         old = getattr(obj, name)
+        if not hasattr(old, "shape"):
+            continue  # a tree of vmap axes or other specs (`jax.tree.map(lambda _: None, sys)`)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and jnp.ndim(old) == 0:
             continue  # a Python number for a scalar leaf
         shape, want = tuple(jnp.shape(value)), tuple(jnp.shape(old))
