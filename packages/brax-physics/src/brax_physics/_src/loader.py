@@ -129,6 +129,13 @@ def unsupported(m: Any) -> list[str]:
     if opt.integrator == INT_IMPLICITFAST and np.any(m.jnt_type == JNT_FREE):
         # MuJoCo 4.0 adds gyroscopic derivative terms for free bodies under implicitfast (not implemented)
         errs.append("option: integrator=implicitfast with a free joint is not supported (use Euler or RK4)")
+    if opt.integrator == INT_IMPLICITFAST and (opt.density != 0 or opt.viscosity != 0):
+        # MuJoCo integrates fluid forces implicitly there (their velocity derivatives in qDeriv)
+        errs.append("option: integrator=implicitfast with density/viscosity (fluid forces) is not supported "
+                    "(use Euler or RK4)")
+    for flag in ("diagexact", "speculative"):
+        if opt.enableflags & int(mujoco.mjtEnableBit.__members__["mjENBL_" + flag.upper()]):
+            errs.append(f"option: flag {flag}=enable is not supported (MuJoCo's results would differ)")
     if opt.cone != 0 and any(g.npair for g in _pairs_or_empty(m)):
         errs.append("option: cone=elliptic is not supported with contacts (use the default pyramidal cone)")
     if opt.noslip_iterations != 0:

@@ -6,11 +6,10 @@ Every option field and flag bit is in one of four classes, recorded in `OPTIONS`
 - honoured: the pipeline reads it as MuJoCo does (the entry says where);
 - refused: loading raises `ValueError` (`loader.unsupported` or `collision_pairs`);
 - irrelevant: it cannot change `mj_step`'s trajectory for a model we accept (the entry says why);
-- warned: not honoured; `emit_option_warnings` issues an `OptionWarning` naming it whenever its
-  value would make MuJoCo's results differ from ours, or names what runs instead.
+- warned: not honoured; at load `emit_option_warnings` names it in an `OptionWarning`, with what
+  runs instead and whether results still match MuJoCo's (only for values where it matters).
 
-Two combinations of honoured options are also warned: fluid forces with both `spring` and `damper`
-disabled, and fluid forces under `implicitfast` (see `option_warnings`).
+Fluid forces under `implicitfast` are refused (MuJoCo integrates them implicitly there).
 """
 
 from __future__ import annotations
@@ -75,7 +74,7 @@ DISABLE_FLAGS: dict[str, tuple[Status, str]] = {
     "frictionloss": ("honoured", "constraint.layout"),
     "limit": ("honoured", "constraint.layout"),
     "contact": ("honoured", "collision.pairs and constraint.layout"),
-    "spring": ("honoured", "dynamics.passive (with damper too: see option_warnings)"),
+    "spring": ("honoured", "dynamics.passive; with damper disabled too, no fluid forces (pipeline)"),
     "damper": ("honoured", "dynamics.passive and the implicit damping in pipeline.step"),
     "gravity": ("honoured", "dynamics.rne"),
     "clampctrl": ("honoured", "dynamics.actuation"),
@@ -103,9 +102,9 @@ ENABLE_FLAGS: dict[str, tuple[Status, str]] = {
     "fwdinv": ("irrelevant", "fills mjData.solver_fwdinv only"),
     "invdiscrete": ("irrelevant", "read only by mj_inverse"),
     "sleep": ("refused", "loader.unsupported"),
-    "diagexact": ("warned", "constraint impedances use the invweight0 approximation"),
+    "diagexact": ("refused", "loader.unsupported: constraint impedances use the invweight0 approximation"),
     "ipc": ("warned", "ignored; MuJoCo accepts it only with integrator discrete, which is refused"),
-    "speculative": ("warned", "no speculative contacts"),
+    "speculative": ("refused", "loader.unsupported: no speculative contacts"),
 }
 """Every `mjtEnableBit`: its class and where it is honoured, or why it is irrelevant."""
 
@@ -159,33 +158,10 @@ def option_warnings(m: mujoco.MjModel) -> list[str]:
         out.append(_line_search_note("ls_tolerance", f"{o.ls_tolerance:g}", o.iterations))
 
     dflags, eflags = int(o.disableflags), int(o.enableflags)
-    fluid = o.density != 0 or o.viscosity != 0
-    no_passive = _flag_set(dflags, "mjDSBL_", "spring") and _flag_set(dflags, "mjDSBL_", "damper")
-    if fluid and no_passive:
-        out.append(
-            'option flag spring="disable" with damper="disable": MuJoCo then drops every passive force, the '
-            "fluid forces of density/viscosity included, but brax-physics still applies them (results differ)"
-        )
-    elif fluid and o.integrator == _INT_IMPLICITFAST:
-        out.append(
-            'option integrator="implicitfast" with density/viscosity: MuJoCo integrates the fluid forces '
-            "implicitly (their velocity derivatives), brax-physics explicitly (results differ; Euler and RK4 "
-            "match)"
-        )
-    if _flag_set(eflags, "mjENBL_", "diagexact"):
-        out.append(
-            'option flag diagexact="enable": not implemented; constraint impedances use MuJoCo\'s default '
-            "diagonal approximation (body/dof invweight0), so constraint forces differ from MuJoCo's"
-        )
-    if _flag_set(eflags, "mjENBL_", "speculative"):
-        out.append(
-            'option flag speculative="enable": not implemented; without speculative contacts a geom that '
-            "moves farther than its own size in one step can pass through what MuJoCo stops (results differ)"
-        )
     if _flag_set(eflags, "mjENBL_", "ipc"):
         out.append(
             'option flag ipc="enable": ignored; MuJoCo accepts it only with integrator="discrete" '
-            "(not supported here) and refuses to step otherwise"
+            "(not supported here): its compiler and mj_step refuse it otherwise"
         )
 
     # Bits of a newer MuJoCo that this survey has not classified.
@@ -211,7 +187,7 @@ def _caller_stacklevel() -> int:
 
 
 def emit_option_warnings(m: mujoco.MjModel) -> None:
-    """Issue one `OptionWarning` per message of `option_warnings(m)`, attributed to the loading code."""
+    """Issue an `OptionWarning` per message of `option_warnings(m)`, attributed to the loader's caller."""
     msgs = option_warnings(m)
     if msgs:
         level = _caller_stacklevel()

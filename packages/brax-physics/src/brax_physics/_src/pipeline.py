@@ -25,6 +25,7 @@ from brax_physics._src.system import (
     DSBL_ACTUATION,
     DSBL_DAMPER,
     DSBL_EULERDAMP,
+    DSBL_SPRING,
     DSBL_WARMSTART,
     INT_EULER,
     INT_IMPLICITFAST,
@@ -88,7 +89,10 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
     cvel, cdof_dot = com.com_vel(sys, pos.cdof, qd)
     bias = dynamics.rne(sys, pos.cinert, pos.cdof, cvel, cdof_dot, qd)
     pas = dynamics.passive(sys, q, qd)
-    if sys.opt.has_fluid:  # MuJoCo adds fluid forces to qfrc_passive
+    # MuJoCo adds fluid forces to qfrc_passive, and skips every passive force when springs and
+    # dampers are both disabled (mj_passive's early return).
+    no_passive = (sys.opt.disableflags & DSBL_SPRING) and (sys.opt.disableflags & DSBL_DAMPER)
+    if sys.opt.has_fluid and not no_passive:
         fr = pos.frames
         pas = pas + fluid.fluid(sys, sys.opt.density, sys.opt.viscosity, sys.opt.wind, fr.xipos, fr.ximat,
                                 pos.subtree_com, cvel, pos.cdof)
