@@ -11,7 +11,9 @@ from __future__ import annotations
 import abc
 import copy
 import dataclasses
-from collections.abc import Mapping
+import functools
+import types
+from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
 import brax_physics
@@ -122,6 +124,15 @@ class Env(abc.ABC):
         return new
 
 
+def _all_finite(tree: Any) -> jax.Array:
+    """() bool: every floating leaf of `tree` is finite."""
+    ok = jnp.asarray(True)
+    for leaf in jax.tree.leaves(tree):
+        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
+            ok = ok & jnp.all(jnp.isfinite(leaf))
+    return ok
+
+
 def _check_finite(state: Any, frame: jax.Array) -> None:
     """checkify checks naming the first non-finite floating field of `state`."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
@@ -131,6 +142,69 @@ def _check_finite(state: Any, frame: jax.Array) -> None:
                            f"non-finite pipeline_state{name} after physics frame {{frame}}", frame=frame)
 
 
+_NAN_METRIC = "nan_steps"
+"""Metric that counts non-finite steps: 1.0 on such a step, else 0.0 (`NanGuardWrapper` writes it too)."""
+
+_CHECKED = "_brax_envs_checked"
+"""Marks a `reset`/`step` already wrapped by `PipelineEnv.__init_subclass__`."""
+
+
+def _checked_action(env: Env, action: Any) -> jax.Array:
+    """`action` as an array after trace-time checks of its shape and dtype; signed integers become float32.
+
+    Shapes and dtypes are static under `jax.jit`, so the checks cost nothing at run time. Under
+    `jax.vmap` the checked shape is one batch member's.
+    """
+    arr = jnp.asarray(action)
+    where = f"{type(env).__name__}.step"
+    expected = (env.action_size,)
+    if arr.shape != expected:
+        hint = ""
+        if arr.ndim > 1 and arr.shape[-1:] == expected:
+            hint = "; batch environments with jax.vmap or wrappers.VmapWrapper"
+        raise ValueError(f"{where}: action has shape {arr.shape}, expected {expected} "
+                         f"(env.action_size){hint}")
+    if jnp.issubdtype(arr.dtype, jnp.signedinteger):
+        # Controls are real numbers and integers are exactly representable: casting hides nothing.
+        return arr.astype(jnp.float32)
+    if not jnp.issubdtype(arr.dtype, jnp.floating):
+        # bool (a mask or done flags), unsigned ints (a raw PRNG key) and complex would all cast
+        # silently to plausible-looking controls.
+        raise TypeError(f"{where}: action has dtype {arr.dtype}, expected a floating dtype "
+                        "(signed integers are cast to float32)")
+    return arr
+
+
+def _checked_step(step: Callable[[Any, State, jax.Array], State]
+                  ) -> Callable[[Any, State, jax.Array], State]:
+    """`step` with the action checked and non-finite steps marked done, rewarded 0 and counted."""
+    @functools.wraps(step)
+    def checked(self: Env, state: State, action: jax.Array) -> State:
+        action = _checked_action(self, action)
+        nstate = step(self, state, action)
+        # The same test as NanGuardWrapper's, so both count the same steps under one metric.
+        bad = ~(_all_finite(action) & _all_finite(nstate.pipeline_state) & _all_finite(nstate.obs)
+                & _all_finite(nstate.reward))
+        reward = jnp.where(bad, jnp.zeros_like(nstate.reward), nstate.reward)
+        done = jnp.where(bad, jnp.ones_like(nstate.done), nstate.done)
+        metrics = {**nstate.metrics, _NAN_METRIC: bad.astype(reward.dtype)}
+        return nstate.replace(reward=reward, done=done, metrics=metrics)
+
+    setattr(checked, _CHECKED, True)
+    return checked
+
+
+def _checked_reset(reset: Callable[[Any, jax.Array], State]) -> Callable[[Any, jax.Array], State]:
+    """`reset` with the non-finite-step metric at zero, so reset and step states share one structure."""
+    @functools.wraps(reset)
+    def checked(self: Env, rng: jax.Array) -> State:
+        state = reset(self, rng)
+        return state.replace(metrics={**state.metrics, _NAN_METRIC: jnp.zeros_like(state.reward)})
+
+    setattr(checked, _CHECKED, True)
+    return checked
+
+
 class PipelineEnv(Env):
     """An `Env` simulated by brax-physics: `n_frames` physics steps per environment step.
 
@@ -138,7 +212,30 @@ class PipelineEnv(Env):
     `pipeline_step(pipeline_state, action)`. `debug=True` adds `jax.experimental.checkify` checks
     after every physics frame that name the first non-finite field (run the step under
     `checkify.checkify` to read them).
+
+    Every subclass's own `step` and `reset` are wrapped when the class is defined, so each
+    environment keeps this contract without code of its own:
+
+    - `step` checks at trace time that `action` has shape `(action_size,)` (per member under
+      `jax.vmap`; `ValueError` otherwise) and a floating dtype (signed integers are cast to
+      float32; bool, unsigned and complex actions raise `TypeError`).
+    - A step whose action, physics state, observation or reward is not finite returns reward 0 and
+      `done = 1` and sets `metrics['nan_steps']` to 1.0 (else 0.0; `reset` sets it to 0.0). The
+      state and observation stay as computed: physics never hides a NaN, `NanGuardWrapper` rolls
+      such steps back. A subclass `step` that calls `super().step` is checked again, which changes
+      nothing.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Wraps the subclass's own `step` and `reset` with the checks described above."""
+        super().__init_subclass__(**kwargs)
+        hooks: tuple[tuple[str, Callable[[Any], Any]], ...] = (
+            ("step", _checked_step), ("reset", _checked_reset))
+        for name, wrap in hooks:
+            fn = cls.__dict__.get(name)
+            if (isinstance(fn, types.FunctionType) and not getattr(fn, _CHECKED, False)
+                    and not getattr(fn, "__isabstractmethod__", False)):
+                setattr(cls, name, wrap(fn))
 
     def __init__(self, sys: brax_physics.System, backend: str = "generalized", n_frames: int = 1,
                  debug: bool = False) -> None:

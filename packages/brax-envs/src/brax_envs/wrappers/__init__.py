@@ -2,24 +2,28 @@
 
 from brax_envs.base import Wrapper
 from brax_envs.wrappers.training import (
+    RANDOMIZED_SYS_KEY,
     AutoResetWrapper,
     DomainRandomizationVmapWrapper,
     EpisodeWrapper,
     EvalMetrics,
     EvalWrapper,
     NanGuardWrapper,
+    PerEpisodeDomainRandomizationVmapWrapper,
     RandomizationFn,
     VmapWrapper,
     wrap_for_training,
 )
 
 __all__ = [
+    "RANDOMIZED_SYS_KEY",
     "AutoResetWrapper",
     "DomainRandomizationVmapWrapper",
     "EpisodeWrapper",
     "EvalMetrics",
     "EvalWrapper",
     "NanGuardWrapper",
+    "PerEpisodeDomainRandomizationVmapWrapper",
     "RandomizationFn",
     "VmapWrapper",
     "Wrapper",

@@ -2,7 +2,8 @@
 
 The usual stack, built by `wrap_for_training`, from the inside out:
 `NanGuardWrapper` (contain non-finite steps) -> `EpisodeWrapper` (time limit, action repeat, episode
-statistics) -> `VmapWrapper` or `DomainRandomizationVmapWrapper` (batch) -> `AutoResetWrapper`.
+statistics) -> `VmapWrapper`, `DomainRandomizationVmapWrapper` or
+`PerEpisodeDomainRandomizationVmapWrapper` (batch) -> `AutoResetWrapper`.
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ import brax_physics
 import jax
 import jax.numpy as jnp
 
-from brax_envs.base import Env, State, Wrapper
+from brax_envs.base import Env, State, Wrapper, _all_finite
 
 RandomizationFn = Callable[..., tuple[brax_physics.System, Any]]
 """`fn(sys, rng) -> (batched_sys, in_axes)`, or `fn(sys)` with the keys already bound."""
 
+RANDOMIZED_SYS_KEY = "randomized_sys"
+"""`info` key of the per-episode randomized `System` fields (`PerEpisodeDomainRandomizationVmapWrapper`)."""
+
 # `info` entries owned by wrappers: a fresh auto-reset never overwrites them with the reset's values.
+# `RANDOMIZED_SYS_KEY` is deliberately absent: a fresh reset's new draw must replace the old episode's.
 _WRAPPER_INFO_KEYS = frozenset({
     "steps", "truncation", "episode_done", "episode_metrics", "final_obs", "first_obs",
     "first_pipeline_state", "reset_rng", "nan_steps_total", "eval_metrics",
@@ -36,15 +41,6 @@ def _select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
         return jnp.where(p, a, b)
 
     return jax.tree.map(sel, on_true, on_false)
-
-
-def _all_finite(tree: Any) -> jax.Array:
-    """() bool: every floating leaf of `tree` is finite."""
-    ok = jnp.asarray(True)
-    for leaf in jax.tree.leaves(tree):
-        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
-            ok = ok & jnp.all(jnp.isfinite(leaf))
-    return ok
 
 
 def _split_keys(rng: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -246,6 +242,121 @@ def _randomized_batch_size(sys: Any, sys_v: Any, in_axes: Any) -> int:
     return sizes.pop()
 
 
+def _path_name(path: tuple[Any, ...]) -> str:
+    """A pytree path as a dotted name: `body_mass`, `opt.timestep`."""
+    parts = []
+    for k in path:
+        if isinstance(k, jax.tree_util.GetAttrKey):
+            parts.append(k.name)
+        elif isinstance(k, jax.tree_util.DictKey):
+            parts.append(str(k.key))
+        elif isinstance(k, jax.tree_util.SequenceKey):
+            parts.append(str(k.idx))
+        else:
+            parts.append(str(k))
+    return ".".join(parts)
+
+
+def _batched_names(sys: Any, in_axes: Any) -> frozenset[str]:
+    """Dotted names of the `sys` leaves that `in_axes` (a prefix of `sys`) batches along axis 0."""
+    names: set[str] = set()
+
+    def visit(path: tuple[Any, ...], axis: Any, sub: Any) -> None:
+        if axis == 0:
+            for sub_path, _ in jax.tree_util.tree_flatten_with_path(sub)[0]:
+                names.add(_path_name(path + tuple(sub_path)))
+
+    jax.tree_util.tree_map_with_path(visit, in_axes, sys, is_leaf=lambda x: x is None)
+    return frozenset(names)
+
+
+_SYS_KEY_SALT = 0x5D5  # fold_in data deriving a member's randomization key from its reset key
+
+
+class PerEpisodeDomainRandomizationVmapWrapper(Wrapper):
+    """Batches an environment whose members draw a new randomized `System` at every reset.
+
+    `randomization_fn(sys, rng=keys)` has `DomainRandomizationVmapWrapper`'s contract (one key per
+    member in, `(batched_sys, in_axes)` out), but is called inside every batched `reset`, traced,
+    with member i's key derived from its reset key. Under `AutoResetWrapper(fresh_reset=True)` a
+    member whose episode ends therefore starts the next one with new parameters drawn with a new
+    key, while the others keep theirs, and nothing recompiles (the draw is part of the traced reset).
+
+    The batched fields (`in_axes` 0) travel in the state: `state.info['randomized_sys']` maps each
+    one's dotted name (`'body_mass'`, `'geom_friction'`, `'opt.timestep'`) to its (batch, ...) array,
+    and `step` runs member i under the `System` its current episode drew. Every other field is
+    closed over as a constant, taken from one eager call made here on the concrete `sys` (which
+    also checks the function's output, as `DomainRandomizationVmapWrapper` does).
+    """
+
+    def __init__(self, env: Env, randomization_fn: RandomizationFn) -> None:
+        """Draw `env.sys` anew with `randomization_fn(sys, rng=keys)` at every reset."""
+        super().__init__(env)
+        sys = env.sys
+        probe_keys = jax.random.split(jax.random.PRNGKey(0), 2)
+        sys_v, in_axes = randomization_fn(sys, rng=probe_keys)
+        if _randomized_batch_size(sys, sys_v, in_axes) != 2:
+            raise ValueError("randomization_fn must return one member per key in `rng` (called with 2 keys, "
+                             "it returned another batch size); per-episode draws pass the keys in")
+        self._randomization_fn = randomization_fn
+        self._in_axes = in_axes
+        self._names = _batched_names(sys, in_axes)
+        path_leaves, self._treedef = jax.tree_util.tree_flatten_with_path(sys_v)
+        # Unbatched fields come from the eager call, so a function may also set fields for all members.
+        self._fields = tuple((_path_name(path), leaf) for path, leaf in path_leaves)
+
+    @property
+    def in_axes(self) -> Any:
+        """The `jax.vmap` axes the randomization function returns (0 on the fields drawn per episode)."""
+        return self._in_axes
+
+    @property
+    def randomized_fields(self) -> tuple[str, ...]:
+        """Sorted dotted names of the fields drawn per episode (the keys of `info['randomized_sys']`)."""
+        return tuple(sorted(self._names))
+
+    def member_sys(self, params: dict[str, jax.Array]) -> brax_physics.System:
+        """The `System` of one member whose drawn fields are `params` (one member's `randomized_sys`)."""
+        leaves = [params[name] if name in self._names else leaf for name, leaf in self._fields]
+        sys: brax_physics.System = jax.tree_util.tree_unflatten(self._treedef, leaves)
+        return sys
+
+    def draw(self, rng: jax.Array) -> dict[str, jax.Array]:
+        """New drawn fields for a batch of members, one key each: `info['randomized_sys']`'s layout."""
+        sys = self.env.sys
+        sys_v, in_axes = self._randomization_fn(sys, rng=rng)
+        names = _batched_names(sys, in_axes)
+        if names != self._names:
+            raise ValueError(f"randomization_fn batched {sorted(names)} here but {sorted(self._names)} when "
+                             "first called; per-episode draws need the same fields every time")
+        batch = _randomized_batch_size(sys, sys_v, in_axes)
+        if batch != rng.shape[0]:
+            raise ValueError(f"randomization_fn returned {batch} members for {rng.shape[0]} keys")
+        return {_path_name(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(sys_v)[0]
+                if _path_name(path) in self._names}
+
+    def reset(self, rng: jax.Array) -> State:
+        """Member i draws its fields with a key folded from `rng[i]`, then resets with `rng[i]` under them."""
+        params = self.draw(jax.vmap(lambda k: jax.random.fold_in(k, _SYS_KEY_SALT))(rng))
+
+        def one(p: dict[str, jax.Array], key: jax.Array) -> State:
+            return self.env.with_sys(self.member_sys(p)).reset(key)
+
+        state = jax.vmap(one)(params, rng)
+        return state.replace(info={**state.info, RANDOMIZED_SYS_KEY: params})
+
+    def step(self, state: State, action: jax.Array) -> State:
+        """Step member i under the `System` its current episode drew."""
+        params = state.info[RANDOMIZED_SYS_KEY]
+        inner = state.replace(info={k: v for k, v in state.info.items() if k != RANDOMIZED_SYS_KEY})
+
+        def one(p: dict[str, jax.Array], st: State, act: jax.Array) -> State:
+            return self.env.with_sys(self.member_sys(p)).step(st, act)
+
+        nstate = jax.vmap(one)(params, inner, action)
+        return nstate.replace(info={**nstate.info, RANDOMIZED_SYS_KEY: params})
+
+
 class AutoResetWrapper(Wrapper):
     """Resets environments whose episode is done, inside `step`.
 
@@ -253,7 +364,9 @@ class AutoResetWrapper(Wrapper):
     cheap); with `fresh_reset=True` it restarts from a new `reset` drawn with a key carried in
     `info['reset_rng']` (every episode starts differently; costs one batched reset on steps where
     any environment finished). The observation returned by the finishing step is kept in
-    `info['final_obs']` (equal to `obs` on other steps) for value bootstrapping.
+    `info['final_obs']` (equal to `obs` on other steps) for value bootstrapping. Over a
+    `PerEpisodeDomainRandomizationVmapWrapper` a fresh reset also brings the restarted environments
+    new `info['randomized_sys']` parameters, so that wrapper requires `fresh_reset=True`.
     """
 
     def __init__(self, env: Env, fresh_reset: bool = False) -> None:
@@ -264,6 +377,9 @@ class AutoResetWrapper(Wrapper):
     def reset(self, rng: jax.Array) -> State:
         """Reset and remember what later resets restore."""
         state = self.env.reset(rng)
+        if not self.fresh_reset and RANDOMIZED_SYS_KEY in state.info:
+            raise ValueError("per-episode domain randomization needs AutoResetWrapper(fresh_reset=True): "
+                             "restoring the cached first state would replay the first draw forever")
         info = {**state.info, "final_obs": state.obs}
         if self.fresh_reset:
             info["reset_rng"] = _split_keys(rng)[1]
@@ -388,30 +504,48 @@ class EvalWrapper(Wrapper):
 
 def wrap_for_training(env: Env, episode_length: int = 1000, action_repeat: int = 1,
                       randomization_fn: RandomizationFn | None = None, *,
-                      randomization_rng: jax.Array | None = None, fresh_reset: bool = False,
-                      nan_guard: bool = True) -> Wrapper:
+                      randomization_rng: jax.Array | None = None, fresh_reset: bool | None = None,
+                      nan_guard: bool = True, randomize_per_episode: bool = False) -> Wrapper:
     """The standard training stack: NaN guard, episodes, batching (optionally randomized), auto-reset.
 
-    The result's `reset` takes a batch of keys, one per environment. `randomization_fn` is called
-    as `randomization_fn(sys, randomization_rng)` when `randomization_rng` is given, else as
-    `randomization_fn(sys)`; see `DomainRandomizationVmapWrapper`.
+    The result's `reset` takes a batch of keys, one per environment. By default `randomization_fn`
+    draws one `System` per environment for the whole run (`DomainRandomizationVmapWrapper`): it is
+    called as `randomization_fn(sys, randomization_rng)` when `randomization_rng` is given, else as
+    `randomization_fn(sys)`. With `randomize_per_episode=True` every reset and auto-reset draws new
+    parameters with `randomization_fn(sys, rng=keys)` (`PerEpisodeDomainRandomizationVmapWrapper`);
+    that mode restarts episodes with fresh resets (`fresh_reset` defaults to True there, and False
+    is refused: a new `System` needs its own initial state). `fresh_reset` otherwise defaults to False.
     """
+    if randomize_per_episode:
+        if randomization_fn is None:
+            raise ValueError("randomize_per_episode=True needs a randomization_fn")
+        if randomization_rng is not None:
+            raise ValueError("randomization_rng draws the once-per-run systems; with "
+                             "randomize_per_episode=True the keys come from each reset")
+        if fresh_reset is False:
+            raise ValueError("randomize_per_episode=True restarts episodes with fresh resets (a new System "
+                             "needs its own initial state); leave fresh_reset unset or True")
     inner: Env = NanGuardWrapper(env) if nan_guard else env
     inner = EpisodeWrapper(inner, episode_length, action_repeat)
     if randomization_fn is None:
         inner = VmapWrapper(inner)
+    elif randomize_per_episode:
+        inner = PerEpisodeDomainRandomizationVmapWrapper(inner, randomization_fn)
     else:
         inner = DomainRandomizationVmapWrapper(inner, randomization_fn, rng=randomization_rng)
-    return AutoResetWrapper(inner, fresh_reset=fresh_reset)
+    fresh = randomize_per_episode if fresh_reset is None else fresh_reset
+    return AutoResetWrapper(inner, fresh_reset=fresh)
 
 
 __all__ = [
+    "RANDOMIZED_SYS_KEY",
     "AutoResetWrapper",
     "DomainRandomizationVmapWrapper",
     "EpisodeWrapper",
     "EvalMetrics",
     "EvalWrapper",
     "NanGuardWrapper",
+    "PerEpisodeDomainRandomizationVmapWrapper",
     "RandomizationFn",
     "VmapWrapper",
     "wrap_for_training",

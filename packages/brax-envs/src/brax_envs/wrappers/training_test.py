@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import brax_physics
@@ -12,9 +13,9 @@ import numpy as np
 import pytest
 
 from brax_envs import State, wrappers
-from brax_envs.base import Env
+from brax_envs.base import Env, PipelineEnv
 from brax_envs.envs import Fast, PendulumSwingup
-from brax_envs.wrappers.training import _split_keys
+from brax_envs.wrappers.training import _SYS_KEY_SALT, _split_keys
 
 
 class CounterEnv(Env):
@@ -45,13 +46,16 @@ class CounterEnv(Env):
         return 1
 
 
-def _run(env: Env, state: State, actions: list[Any]) -> list[State]:
-    step = jax.jit(env.step)
+def _run_with(step: Callable[[State, jax.Array], State], state: State, actions: list[Any]) -> list[State]:
     out = []
     for a in actions:
         state = step(state, jnp.asarray(a, jnp.float32))
         out.append(state)
     return out
+
+
+def _run(env: Env, state: State, actions: list[Any]) -> list[State]:
+    return _run_with(jax.jit(env.step), state, actions)
 
 
 def test_episode_wrapper_counts_truncates_and_accumulates() -> None:
@@ -202,9 +206,7 @@ def test_nan_containment_counts_and_recovers() -> None:
 
 def test_eval_wrapper_tracks_first_episode() -> None:
     env = wrappers.EvalWrapper(wrappers.wrap_for_training(CounterEnv(terminate_at=3), episode_length=5))
-    s = env.reset(jax.random.split(jax.random.PRNGKey(0), 2))
-    for s in _run(env, s, [[[0.0], [0.0]]] * 5):
-        pass
+    s = _run(env, env.reset(jax.random.split(jax.random.PRNGKey(0), 2)), [[[0.0], [0.0]]] * 5)[-1]
     em = s.info["eval_metrics"]
     np.testing.assert_array_equal(em.episode_metrics["reward"], [3.0, 3.0])
     np.testing.assert_array_equal(em.episode_metrics["two"], [6.0, 6.0])
@@ -323,5 +325,136 @@ def test_domain_randomization_two_argument_form_and_checks(pendulum: PendulumSwi
 
     with pytest.raises(ValueError, match="body_mass"):
         wrappers.DomainRandomizationVmapWrapper(pendulum, wrong_axes)
-    with pytest.raises(AttributeError, match="no brax_physics.System"):
+    with pytest.raises(AttributeError, match=r"no brax_physics\.System"):
         wrappers.DomainRandomizationVmapWrapper(Fast(), functools.partial(_randomize_mass, rng=keys))
+
+
+# ---------------------------------------------------------------- per-episode domain randomization
+
+# Slot 1 gets a NaN action at step 2 (NaN guard: done, auto-reset); slot 0 hits the time limit
+# (episode_length 4) at step 3. So at step 2 only slot 1 restarts, at step 3 only slot 0.
+_PE_ACTIONS = [[[0.3], [0.3]]] * 2 + [[[0.3], [float("nan")]]] + [[[0.3], [0.3]]] * 3
+
+
+class PERun:
+    """Per-episode and once-per-run randomized runs of `_PE_ACTIONS`, with a trace counter."""
+
+    def __init__(self, pendulum: PendulumSwingup, per_episode: bool) -> None:
+        rand: Any = _randomize_mass if per_episode else functools.partial(_randomize_mass, rng=_RAND_KEYS)
+        self.env = wrappers.wrap_for_training(pendulum, episode_length=4, randomization_fn=rand,
+                                              randomize_per_episode=per_episode)
+        self.traces = 0
+
+        def step(state: State, action: jax.Array) -> State:
+            self.traces += 1  # a Python side effect: runs once per trace, never per call
+            return self.env.step(state, action)
+
+        self.s0 = jax.jit(self.env.reset)(jax.random.split(jax.random.PRNGKey(1), _BATCH))
+        self.states = _run_with(jax.jit(step), self.s0, _PE_ACTIONS)
+
+
+@pytest.fixture(scope="module")
+def per_episode(pendulum: PendulumSwingup) -> PERun:
+    return PERun(pendulum, per_episode=True)
+
+
+def _masses(s: State) -> np.ndarray:
+    return np.asarray(s.info[wrappers.RANDOMIZED_SYS_KEY]["body_mass"][:, 1])
+
+
+def test_per_episode_randomization_redraws_at_each_reset(per_episode: PERun) -> None:
+    s0, states = per_episode.s0, per_episode.states
+    dr = per_episode.env.env
+    assert isinstance(dr, wrappers.PerEpisodeDomainRandomizationVmapWrapper)
+    assert dr.randomized_fields == ("body_mass",)
+    assert set(s0.info[wrappers.RANDOMIZED_SYS_KEY]) == {"body_mass"}
+    np.testing.assert_array_equal([float(s.done[1]) for s in states], [0, 0, 1, 0, 0, 0])
+    np.testing.assert_array_equal([float(s.done[0]) for s in states], [0, 0, 0, 1, 0, 0])
+    m0, m = _masses(s0), [_masses(s) for s in states]
+    assert m0[0] != m0[1]  # members draw with their own reset keys
+    np.testing.assert_array_equal(m[0], m0)  # within an episode the parameters stay
+    np.testing.assert_array_equal(m[1], m0)
+    assert m[2][1] != m0[1] and m[2][0] == m0[0]  # slot 1 restarted with a new draw; slot 0 kept its own
+    assert m[3][0] != m0[0] and m[3][1] == m[2][1]  # then slot 0 restarted; slot 1 kept its second draw
+    np.testing.assert_array_equal(m[5], m[3])
+    assert np.all((np.stack(m) >= 0.5) & (np.stack(m) <= 2.0))
+    # Slot 1's restart is a draw with its fresh reset key and a reset under the drawn System.
+    key_now = _split_keys(states[1].info["reset_rng"])[0][1]
+    sys_key = jax.random.fold_in(key_now, _SYS_KEY_SALT)
+    pendulum = per_episode.env.unwrapped
+    drawn_sys, _ = _randomize_mass(pendulum.sys, sys_key[None])
+    np.testing.assert_allclose(m[2][1], drawn_sys.body_mass[0, 1], rtol=1e-6)
+    reset = jax.jit(lambda sys, key: pendulum.with_sys(sys).reset(key))
+    expected = reset(dr.member_sys({"body_mass": drawn_sys.body_mass[0]}), key_now)
+    np.testing.assert_allclose(states[2].obs[1], expected.obs, rtol=1e-6, atol=1e-7)
+    # A new System also means a new trajectory: slot 1's second episode differs from its first.
+    assert not np.allclose(states[3].obs[1], states[0].obs[1])
+
+
+def test_per_episode_steps_each_member_with_its_current_system(per_episode: PERun) -> None:
+    dr = per_episode.env.env
+    assert isinstance(dr, wrappers.PerEpisodeDomainRandomizationVmapWrapper)
+    pendulum = per_episode.env.unwrapped
+    assert isinstance(pendulum, PipelineEnv)
+
+    @jax.jit
+    def step(sys: brax_physics.System, ps: brax_physics.State, a: jax.Array) -> brax_physics.State:
+        env = pendulum.with_sys(sys)
+        assert isinstance(env, PipelineEnv)
+        return env.pipeline_step(ps, a)
+
+    before, after = per_episode.states[3], per_episode.states[4]  # no member restarts at step 4
+    params = before.info[wrappers.RANDOMIZED_SYS_KEY]
+    for i in range(_BATCH):
+        sys_i = dr.member_sys(jax.tree.map(lambda x, i=i: x[i], params))
+        ps_i = jax.tree.map(lambda x, i=i: x[i], before.pipeline_state)
+        ps = step(sys_i, ps_i, jnp.asarray([0.3], jnp.float32))
+        np.testing.assert_allclose(ps.q, after.pipeline_state.q[i], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(ps.qd, after.pipeline_state.qd[i], rtol=1e-5, atol=1e-6)
+
+
+def test_per_episode_training_step_traces_once(per_episode: PERun) -> None:
+    # Six steps over three restarts (new parameters each) compiled the step once.
+    assert per_episode.traces == 1
+
+
+def test_once_per_run_keeps_each_members_system(pendulum: PendulumSwingup) -> None:
+    run = PERun(pendulum, per_episode=False)
+    s0, states = run.s0, run.states
+    assert wrappers.RANDOMIZED_SYS_KEY not in s0.info
+    assert isinstance(run.env.env, wrappers.DomainRandomizationVmapWrapper)
+    np.testing.assert_array_equal([float(s.done[1]) for s in states], [0, 0, 1, 0, 0, 0])
+    # Restarted from the cached first state under the same System with the same actions, each
+    # member's second episode repeats its first exactly.
+    np.testing.assert_array_equal(states[3].obs[1], states[0].obs[1])
+    np.testing.assert_array_equal(states[4].obs[1], states[1].obs[1])
+    np.testing.assert_array_equal(states[4].obs[0], states[0].obs[0])
+    np.testing.assert_array_equal(states[5].obs[0], states[1].obs[0])
+    assert run.traces == 1
+
+
+def test_per_episode_randomization_checks(pendulum: PendulumSwingup) -> None:
+    with pytest.raises(ValueError, match="fresh resets"):
+        wrappers.wrap_for_training(pendulum, 4, randomization_fn=_randomize_mass, randomize_per_episode=True,
+                                   fresh_reset=False)
+    with pytest.raises(ValueError, match="randomization_rng"):
+        wrappers.wrap_for_training(pendulum, 4, randomization_fn=_randomize_mass, randomize_per_episode=True,
+                                   randomization_rng=_RAND_KEYS)
+    with pytest.raises(ValueError, match="needs a randomization_fn"):
+        wrappers.wrap_for_training(pendulum, 4, randomize_per_episode=True)
+    inner = wrappers.PerEpisodeDomainRandomizationVmapWrapper(pendulum, _randomize_mass)
+    with pytest.raises(ValueError, match=r"fresh_reset=True"):
+        jax.eval_shape(wrappers.AutoResetWrapper(inner).reset, _RAND_KEYS)
+    fixed = functools.partial(_randomize_mass, rng=jax.random.split(jax.random.PRNGKey(0), 5))
+
+    def ignores_keys(sys: brax_physics.System, rng: jax.Array) -> tuple[brax_physics.System, Any]:
+        return fixed(sys)
+
+    with pytest.raises(ValueError, match="one member per key"):
+        wrappers.PerEpisodeDomainRandomizationVmapWrapper(pendulum, ignores_keys)
+
+    def wrong_axes(sys: brax_physics.System, rng: jax.Array) -> tuple[brax_physics.System, Any]:
+        return _randomize_mass(sys, rng)[0], jax.tree.map(lambda _: None, sys)
+
+    with pytest.raises(ValueError, match="body_mass"):
+        wrappers.PerEpisodeDomainRandomizationVmapWrapper(pendulum, wrong_axes)

@@ -33,6 +33,7 @@ NOT_SETTABLE: dict[str, str] = {
     "policy_params_fn": "it needs a Python callable",
     "wrap_env_fn": "it needs a Python callable",
     "randomization_fn": "it needs a Python callable",
+    "randomize_per_episode": "it only applies with randomization_fn, which needs a Python callable",
     "eval_env": "it needs a Python object",
     "restore_params": "it needs Python objects",
     "save_checkpoint_path": "checkpoints go to <run dir>/checkpoints",

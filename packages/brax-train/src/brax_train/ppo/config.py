@@ -136,6 +136,9 @@ class PPOConfig:
     """`jax.default_matmul_precision` for training and evaluation (explicit: no silent TF32)."""
     checkpoint_max_to_keep: int | None = None
     """Keep at most this many checkpoint steps (None keeps all)."""
+    randomize_per_episode: bool = False
+    """Draw each training env's `randomization_fn` parameters anew at every auto-reset (called as
+    `fn(sys, rng=keys)` inside the jitted reset) instead of once per run; evaluation stays once per run."""
 
     def replace(self, **changes: Any) -> PPOConfig:
         """A copy with the given fields changed."""
@@ -293,6 +296,19 @@ def validate(c: PPOConfig, device_count: int) -> None:
             f"network_factory must be callable or a mapping of make_ppo_networks keywords, "
             f"got {type(nf).__name__}"
         )
+    per_episode: object = c.randomize_per_episode
+    if not isinstance(per_episode, bool):
+        errors.append(f"randomize_per_episode must be a bool, got {per_episode!r}")
+    elif per_episode:
+        if c.randomization_fn is None:
+            errors.append("randomize_per_episode=True needs a randomization_fn")
+        if not c.wrap_env:
+            errors.append("randomize_per_episode=True needs wrap_env=True (the training wrappers draw it)")
+        if c.wrap_env_fn is not None:
+            errors.append(
+                "randomize_per_episode=True cannot be combined with wrap_env_fn; call "
+                "brax_envs.wrappers.wrap_for_training(..., randomize_per_episode=True) inside it instead"
+            )
     eval_env: object = c.eval_env
     if eval_env is not None and not isinstance(eval_env, brax_envs.Env):
         errors.append(f"eval_env must be a brax_envs.Env, got {type(eval_env).__name__}")

@@ -111,13 +111,23 @@ def _env_shardings(tree: Any, num_envs: int, mesh: Mesh) -> Any:
     return jax.tree.map(lambda x: shard if x.ndim >= 1 and x.shape[0] == num_envs else repl, tree)
 
 
-def _wrap_env(environment: brax_envs.Env, c: PPOConfig, num_envs: int, key: PRNGKey) -> brax_envs.Env:
-    """Training/eval wrapping as in Brax: `randomization_fn` gets one key per environment as `rng=`."""
+def _wrap_env(
+    environment: brax_envs.Env, c: PPOConfig, num_envs: int, key: PRNGKey, per_episode: bool = False
+) -> brax_envs.Env:
+    """Training/eval wrapping as in Brax: `randomization_fn` gets one key per environment as `rng=`.
+
+    Once per run the keys are split from `key` here; with `per_episode` the wrappers pass each
+    reset's keys instead (`key` is unused, so the once-per-run key stream is unchanged).
+    """
     if not c.wrap_env:
         return environment
     randomization_fn = None
     if c.randomization_fn is not None:
-        randomization_fn = functools.partial(c.randomization_fn, rng=jax.random.split(key, num_envs))
+        randomization_fn = (
+            c.randomization_fn
+            if per_episode
+            else functools.partial(c.randomization_fn, rng=jax.random.split(key, num_envs))
+        )
     assert c.episode_length is not None
     if c.wrap_env_fn is not None:
         env: brax_envs.Env = c.wrap_env_fn(
@@ -132,6 +142,7 @@ def _wrap_env(environment: brax_envs.Env, c: PPOConfig, num_envs: int, key: PRNG
         episode_length=c.episode_length,
         action_repeat=c.action_repeat,
         randomization_fn=randomization_fn,
+        randomize_per_episode=per_episode,
     )
 
 
@@ -184,7 +195,7 @@ def _train(environment: brax_envs.Env, c: PPOConfig, devices: list[jax.Device]) 
     key_policy, key_value = jax.random.split(global_key)
     key_rand, key_reset0 = jax.random.split(key_env)
 
-    env = _wrap_env(environment, c, num_envs, key_rand)
+    env = _wrap_env(environment, c, num_envs, key_rand, per_episode=c.randomize_per_episode)
     reset_keys = jax.random.split(key_reset0, num_envs)
     state_shape = jax.eval_shape(env.reset, reset_keys)
     env_shardings = _env_shardings(state_shape, num_envs, mesh)
@@ -420,6 +431,8 @@ def _train(environment: brax_envs.Env, c: PPOConfig, devices: list[jax.Device]) 
 
     evaluator = None
     if c.num_evals > 0 and c.run_evals:
+        # Evaluation measures each eval env's first episode only (`EvalWrapper`), so re-drawing at
+        # auto-resets would never be seen there: it keeps the once-per-run draw of `num_eval_envs` systems.
         eval_env = _wrap_env(c.eval_env or environment, c, c.num_eval_envs, jax.random.fold_in(eval_key, 1))
         assert c.episode_length is not None
         evaluator = acting.Evaluator(

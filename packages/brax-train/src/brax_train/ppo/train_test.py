@@ -438,3 +438,59 @@ def test_randomization_fn(with_eval_env: bool) -> None:
     assert seen == [4, 2]  # one key per training env, then one per eval env
     assert np.isfinite(metrics["eval/episode_reward"])
     assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(params))
+
+
+def test_randomize_per_episode_draws_inside_training_and_evaluates_once_per_run() -> None:
+    from brax_envs.envs import PendulumSwingup
+
+    calls: list[tuple[int, bool]] = []
+
+    def randomize(sys: Any, rng: jax.Array) -> tuple[Any, Any]:
+        calls.append((int(rng.shape[0]), isinstance(rng, jax.core.Tracer)))
+        return _randomize_mass(sys, rng)
+
+    progress: list[dict[str, float]] = []
+    _, params, metrics = train(
+        PendulumSwingup(n_frames=1),
+        num_timesteps=3 * 4 * 2,
+        episode_length=3,
+        num_envs=4,
+        batch_size=4,
+        num_minibatches=1,
+        unroll_length=2,
+        num_updates_per_batch=1,
+        num_eval_envs=2,
+        num_evals=2,
+        log_training_metrics=True,
+        progress_fn=lambda _, m: progress.append(dict(m)),
+        randomization_fn=randomize,
+        randomize_per_episode=True,
+        network_factory={"policy_hidden_layer_sizes": (4,), "value_hidden_layer_sizes": (4,)},
+    )
+    # Training: one eager check with 2 keys, then draws traced inside the jitted (re)sets, 4 keys each.
+    # Evaluation: one eager once-per-run draw of 2 systems.
+    assert calls[0] == (2, False)
+    assert (2, False) in calls[1:] and calls.count((2, False)) == 2
+    traced = [c for c in calls if c[1]]
+    assert traced and all(n == 4 for n, _ in traced)
+    assert np.isfinite(metrics["eval/episode_reward"])
+    assert sum(m.get("episode/count", 0.0) for m in progress) > 0  # training episodes ended and restarted
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(params))
+
+
+def test_randomize_per_episode_validation() -> None:
+    small = {**BASE, "num_timesteps": STEP}
+    with pytest.raises(PPOConfigError, match="needs a randomization_fn"):
+        train(fast(), **small, randomize_per_episode=True)
+    with pytest.raises(PPOConfigError, match="wrap_env_fn"):
+        train(
+            fast(),
+            **small,
+            randomize_per_episode=True,
+            randomization_fn=_randomize_mass,
+            wrap_env_fn=lambda env, **_: env,
+        )
+    with pytest.raises(PPOConfigError, match="randomize_per_episode must be a bool"):
+        train(fast(), **small, randomize_per_episode=1)
+    assert PPOConfig().randomize_per_episode is False
+    assert PPOConfig(randomize_per_episode=True).to_json()["randomize_per_episode"] is True
