@@ -10,7 +10,17 @@ import numpy as np
 from brax_math import axis_angle_to_quat, normalize, quat_identity, quat_mul, quat_to_mat, rotate
 
 from brax_physics._src.structure import Structure, structure
-from brax_physics._src.system import JNT_BALL, JNT_FREE, JNT_HINGE, JNT_SLIDE, System
+from brax_physics._src.system import (
+    JNT_BALL,
+    JNT_FREE,
+    JNT_HINGE,
+    JNT_SLIDE,
+    SAMEFRAME_BODY,
+    SAMEFRAME_BODYROT,
+    SAMEFRAME_INERTIA,
+    SAMEFRAME_INERTIAROT,
+    System,
+)
 
 
 class Frames(NamedTuple):
@@ -131,9 +141,30 @@ def kinematics(sys: System, q: jax.Array) -> Frames:
         jfree[st.jnt_of_type[JNT_FREE]] = njnt + np.arange(fb.size, dtype=np.int32)
         xanchor = _take(jnp.concatenate([xanchor, _take(xpos, fb)]), jfree)
 
-    xipos = xpos + rotate(sys.body_ipos, xquat)
-    ximat = quat_to_mat(quat_mul(xquat, sys.body_iquat))
+    # MuJoCo's compiler marks frames that coincide with their body's (or inertial) frame and its
+    # kinematics then copies that frame instead of reading pos/quat (mj_local2Global): a change to
+    # such a geom_pos or body_iquat does nothing in MuJoCo, and a geom on the inertial frame moves
+    # with body_ipos. Same here, with the flags as static masks.
+    xmat = quat_to_mat(xquat)
+    bsf = np.asarray(sys.body_sameframe, np.int32)
+    xipos = _where(bsf == SAMEFRAME_BODY, xpos, xpos + rotate(sys.body_ipos, xquat))
+    ximat = _where(np.isin(bsf, (SAMEFRAME_BODY, SAMEFRAME_BODYROT)), xmat,
+                   quat_to_mat(quat_mul(xquat, sys.body_iquat)))
     gb = st.geom_body
+    gsf = np.asarray(sys.geom_sameframe, np.int32)
     geom_xpos = xpos[gb] + rotate(sys.geom_pos, xquat[gb])
+    geom_xpos = _where(gsf == SAMEFRAME_INERTIA, xipos[gb], geom_xpos)
+    geom_xpos = _where(gsf == SAMEFRAME_BODY, xpos[gb], geom_xpos)
     geom_xmat = quat_to_mat(quat_mul(xquat[gb], sys.geom_quat))
+    geom_xmat = _where(np.isin(gsf, (SAMEFRAME_BODY, SAMEFRAME_BODYROT)), xmat[gb],
+                       _where(np.isin(gsf, (SAMEFRAME_INERTIA, SAMEFRAME_INERTIAROT)), ximat[gb], geom_xmat))
     return Frames(xpos, xquat, xanchor, xaxis, xipos, ximat, geom_xpos, geom_xmat)
+
+
+def _where(mask: np.ndarray, a: jax.Array, b: jax.Array) -> jax.Array:
+    """`a` on rows where the static `mask` holds, else `b` (no op when the mask is all false)."""
+    if not mask.any():
+        return b
+    if mask.all():
+        return a
+    return jnp.where(jnp.asarray(mask).reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)

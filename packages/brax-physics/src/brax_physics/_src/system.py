@@ -43,6 +43,13 @@ DSBL_ACTUATION = 1 << 11
 DSBL_REFSAFE = 1 << 12
 DSBL_EULERDAMP = 1 << 15
 
+# Frame alignment codes (mjtSameFrame), set by MuJoCo's compiler.
+SAMEFRAME_NONE = 0
+SAMEFRAME_BODY = 1
+SAMEFRAME_INERTIA = 2
+SAMEFRAME_BODYROT = 3
+SAMEFRAME_INERTIAROT = 4
+
 # Actuator bias type codes (mjtBias).
 BIAS_NONE = 0
 BIAS_AFFINE = 1
@@ -200,8 +207,6 @@ class System:
     """(npair, 5) friction of each explicit `<pair>` (slide, slide, spin, roll, roll)."""
     pair_solref: jax.Array
     """(npair, 2) solref of each explicit `<pair>`."""
-    pair_solreffriction: jax.Array
-    """(npair, 2) solref of each explicit `<pair>`'s elliptic friction rows (zeros: use solref)."""
     pair_solimp: jax.Array
     """(npair, 5) solimp of each explicit `<pair>`."""
     pair_margin: jax.Array
@@ -240,6 +245,9 @@ class System:
     """Id of the body's ancestor that is a child of the world."""
     body_weldid: tuple[int, ...] = _static()
     """Id of the top body of the body's rigid (joint-free) group."""
+    body_sameframe: tuple[int, ...] = _static()
+    """mjtSameFrame of each inertial frame: 1 (body frame) or 3 (body orientation) make kinematics
+    copy the body's frame instead of reading `body_ipos`/`body_iquat`, as MuJoCo's does."""
     body_jntnum: tuple[int, ...] = _static()
     """Number of joints of each body."""
     body_jntadr: tuple[int, ...] = _static()
@@ -278,6 +286,12 @@ class System:
     """Contact dimensionality (static: it sets the number of constraint rows)."""
     geom_priority: tuple[int, ...] = _static()
     """Contact parameter priority (static: it decides which geom's parameters a pair takes)."""
+    geom_sameframe: tuple[int, ...] = _static()
+    """mjtSameFrame of each geom: 1/3 copy the body's frame (position/orientation), 2/4 the inertial
+    frame's, instead of reading `geom_pos`/`geom_quat`, as MuJoCo's kinematics does."""
+    pair_solreffriction: tuple[tuple[float, float], ...] = _static()
+    """(npair, 2) solref of each explicit `<pair>`'s elliptic friction rows (zeros: use solref). Static
+    until elliptic cones are supported: only their friction rows read it."""
     geom_dataid: tuple[int, ...] = _static()
     """Mesh/hfield id (-1 for primitives)."""
     actuator_trntype: tuple[int, ...] = _static()

@@ -1,0 +1,453 @@
+"""Every parameter leaf of `System` is live, as the same change to MjModel is in MuJoCo C."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import typing
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+import brax_physics as bp
+from brax_physics._src.system import System
+
+# The sweep walks the dataclass fields of `System` (recursing into `Options`), so a leaf added
+# tomorrow fails here until it has a recipe. A recipe changes one MjModel element where the model
+# below makes it matter; the same value goes into the System by `replace` (no mj_setConst, as MJX
+# users do), and both engines roll out from qpos0. Ours must match MuJoCo after the change, and the
+# change must move both trajectories by clearly more than that tolerance; visual leaves must move
+# nothing. Only leaf values differ between the perturbed Systems, so one compiled rollout serves all.
+
+# One model exercises every leaf; its free bodies touch only the floor (contype/conaffinity):
+# - box: slides on the floor (vx0 = 2 m/s) with higher priority, so its own contact parameters
+#   (friction, solref, solimp) are used; margins on box and floor are summed.
+# - ball: dropped 1 cm and rolling; same priority as the floor, so solref/solimp are mixed by solmix.
+# - pill: a capsule lying on its side, sliding along its axis; its floor contact is an explicit
+#   <pair> (pair_* parameters).
+# - arm: shoulder hinge with limit, spring, damping, armature, friction loss and a position servo
+#   whose control is clamped by ctrlrange; it swings into its upper limit. The forearm's elbow is
+#   passive, with an explicit inertial frame (anisotropic inertia, offset com).
+# - slider: a horizontal slide joint whose friction loss (1 N) holds a motor clamped by its
+#   forcerange at 0.5 N, so it creeps at a speed set by the friction-loss softness.
+# Fluid density, viscosity and wind are nonzero.
+# MuJoCo's compiler flags frames that coincide (geom_sameframe, body_sameframe) and kinematics then
+# skips their pos/quat, so changes to those are ignored (in ours too: sameframe_test.py): the
+# pill's geom and the forearm's inertial frame are offset and turned so that geom_pos, geom_quat and
+# body_iquat matter.
+MODEL = """
+<mujoco model="live_parameters">
+  <option timestep="0.004" impratio="2" density="20" viscosity="0.05" wind="0.5 0.3 0"/>
+  <default><geom contype="1" conaffinity="0"/></default>
+  <worldbody>
+    <geom name="floor" type="plane" size="0 0 1" contype="0" conaffinity="1" friction="0.8 0.005 0.0001"
+          solref="0.03 1" solimp="0.85 0.95 0.002 0.5 2" margin="0.002"/>
+    <body name="box" pos="0 0 0.053">
+      <freejoint name="box"/>
+      <geom name="box" type="box" size="0.1 0.08 0.05" priority="1" friction="0.5 0.005 0.0001"
+            solref="0.015 1" solimp="0.9 0.95 0.001 0.5 2" margin="0.001"/>
+    </body>
+    <body name="ball" pos="1 0 0.07">
+      <freejoint name="ball"/>
+      <geom name="ball" type="sphere" size="0.06" friction="0.6 0.005 0.0001" solref="0.01 1"
+            solimp="0.95 0.99 0.001 0.5 2" gap="0.03"/>
+    </body>
+    <body name="pill" pos="2 0 0.04">
+      <freejoint name="pill"/>
+      <inertial pos="0 0 0" mass="0.8" diaginertia="0.0008 0.004 0.004"/>
+      <geom name="pill" type="capsule" size="0.04 0.1" pos="0.01 0 0" quat="0.70710678 0 0.70710678 0"/>
+    </body>
+    <body name="arm" pos="3 0 1">
+      <joint name="shoulder" type="hinge" axis="0 1 0" range="-25 25" solreflimit="0.03 0.8"
+             solimplimit="0.85 0.95 0.001 0.5 2" stiffness="2" springref="10" damping="0.3"
+             armature="0.02" frictionloss="0.05"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" contype="0"/>
+      <body name="forearm" pos="0.3 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0" damping="0.1" armature="0.01"/>
+        <inertial pos="0.12 0 0" quat="0.98480775 0.17364818 0 0" mass="0.5" diaginertia="0.002 0.004 0.005"/>
+        <geom type="capsule" fromto="0 0 0 0.25 0 0" size="0.025" contype="0"/>
+      </body>
+    </body>
+    <body name="slider" pos="4 0 0.5">
+      <joint name="slide" type="slide" axis="1 0 0" frictionloss="1" solreffriction="0.02 1"
+             solimpfriction="0.9 0.95 0.001 0.5 2"/>
+      <geom type="box" size="0.05 0.05 0.05" mass="0.1" contype="0"/>
+    </body>
+  </worldbody>
+  <contact>
+    <pair name="pill_floor" geom1="floor" geom2="pill" friction="0.6 0.6 0.005 0.0001 0.0001" solref="0.02 1"
+          solimp="0.9 0.95 0.001 0.5 2" margin="0.001" gap="0.03"/>
+  </contact>
+  <actuator>
+    <position name="servo" joint="shoulder" kp="8" kv="0.5" ctrlrange="-0.6 0.6"/>
+    <motor name="push" joint="slide" forcerange="-0.5 0.5"/>
+  </actuator>
+</mujoco>
+"""
+
+# Bounding-sphere radii below the geoms' true extent, as after randomizing geom_size without
+# recomputing rbound: detection then hinges on margin + gap + rbound. Gap only adds inactive
+# contacts, so this filter is how it can change the motion. The ball's and the pill's gaps (0.03)
+# make up for it, so the unperturbed model still detects their floor contacts in time.
+BASE_RBOUND = {"ball": 0.04, "pill": 0.02}
+
+STEPS = 80
+CHECKPOINTS = (9, 19, 39, 59, 79)
+CTRL = (1.0, 3.0)  # beyond the servo's ctrlrange, and a push the slider's forcerange clamps
+# Initial velocities by joint, from its first dof (free joints: world linear velocity first).
+QVEL0 = {"box": (2.0,), "ball": (1.0,), "pill": (1.0, 0.3), "shoulder": (3.0,)}
+
+
+@functools.cache
+def _base_mjmodel() -> Any:
+    m = mujoco.MjModel.from_xml_string(MODEL)
+    for name, r in BASE_RBOUND.items():
+        m.geom_rbound[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, name)] = r
+    return m
+
+
+@functools.cache
+def _base_system() -> bp.System:
+    return bp.from_mjmodel(_base_mjmodel())
+
+
+def _qvel0(m: Any) -> np.ndarray:
+    qd = np.zeros(m.nv)
+    for name, v in QVEL0.items():
+        adr = m.jnt_dofadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, name)]
+        qd[adr : adr + len(v)] = v
+    return qd
+
+
+class Trajectory(NamedTuple):
+    """qpos and qvel at the checkpoints (float64)."""
+
+    q: np.ndarray
+    qd: np.ndarray
+
+
+# Python code in the rolled-out function runs only while jit traces it: this counts compilations.
+traces = [0]
+
+
+def _rollout(sys: bp.System, qd0: jax.Array, ctrl: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(q, qd) at the checkpoints of a rollout from qpos0."""
+    traces[0] += 1
+
+    def body(s: bp.State, _: None) -> tuple[bp.State, tuple[jax.Array, jax.Array]]:
+        s = bp.step(sys, s, ctrl)
+        return s, (s.q, s.qd)
+
+    _, (q, qd) = jax.lax.scan(body, bp.init(sys, sys.qpos0, qd0, ctrl), None, length=STEPS)
+    idx = np.asarray(CHECKPOINTS)
+    return q[idx], qd[idx]
+
+
+# Every perturbed System has the base treedef, so this compiles once for the whole sweep.
+rollout_jit = jax.jit(_rollout)
+
+Rollout = Callable[[bp.System], Trajectory]
+
+
+def ours(sys: bp.System) -> Trajectory:
+    """Our trajectory of `sys` at the checkpoints."""
+    qd0 = jnp.asarray(_qvel0(_base_mjmodel()), jnp.float32)
+    q, qd = rollout_jit(sys, qd0, jnp.asarray(CTRL, jnp.float32))
+    return Trajectory(np.asarray(q, np.float64), np.asarray(qd, np.float64))
+
+
+def mujoco_rollout(m: Any) -> Trajectory:
+    """MuJoCo C's trajectory of MjModel `m` at the checkpoints (mj_resetData: qpos = qpos0)."""
+    d = mujoco.MjData(m)
+    mujoco.mj_resetData(m, d)
+    d.qvel[:] = _qvel0(m)
+    d.ctrl[:] = CTRL
+    qs, qds = [], []
+    for i in range(STEPS):
+        mujoco.mj_step(m, d)
+        if i in CHECKPOINTS:
+            qs.append(d.qpos.copy())
+            qds.append(d.qvel.copy())
+    return Trajectory(np.stack(qs), np.stack(qds))
+
+
+# Ours (float32) vs MuJoCo (float64) at every checkpoint: the unperturbed model matches to 6e-7 in
+# qpos and 2e-6 in qvel; the worst perturbed ones to 1.2e-5 (the dropped pill's orientation) and
+# 2.4e-4 (the sliding box's yaw rate in the changed wind).
+Q_TOL = 1e-4
+QD_TOL = 1e-3
+# A perturbation must move the trajectory by this many tolerances, in both engines.
+EFFECT = 10.0
+
+
+def distance(a: Trajectory, b: Trajectory) -> float:
+    """Largest difference of two trajectories at the checkpoints, in units of the tolerances."""
+    return float(max(np.max(np.abs(a.q - b.q)) / Q_TOL, np.max(np.abs(a.qd - b.qd)) / QD_TOL))
+
+
+def _set(*value: float) -> Callable[[np.ndarray], np.ndarray]:
+    v = np.asarray(value[0] if len(value) == 1 else value, np.float64)
+    return lambda old: np.broadcast_to(v, np.shape(old)).copy()
+
+
+def _scale(factor: float) -> Callable[[np.ndarray], np.ndarray]:
+    return lambda old: np.asarray(old, np.float64) * factor
+
+
+def _quat(axis: tuple[float, float, float], degrees: float) -> Callable[[np.ndarray], np.ndarray]:
+    """Set a unit quaternion: rotation by `degrees` about `axis` (relative to the frame's parent)."""
+    half = np.deg2rad(degrees) / 2
+    a = np.asarray(axis, np.float64) / np.linalg.norm(axis)
+    return _set(np.cos(half), *(np.sin(half) * a))
+
+
+def _unit(*v: float) -> Callable[[np.ndarray], np.ndarray]:
+    return _set(*(np.asarray(v, np.float64) / np.linalg.norm(v)))
+
+
+class Recipe(NamedTuple):
+    """How to perturb one leaf: the MjModel row (`kind:name`), its columns, and the new value."""
+
+    row: str | None
+    """'geom:box', 'body:…', 'jnt:…', 'dof:…'/'qpos:…' (a joint's), 'actuator:…', 'pair:…'; None: no rows."""
+    cols: int | slice | None
+    """Columns of the row (None: the whole row)."""
+    change: Callable[[np.ndarray], np.ndarray]
+    """Old value (float64) -> new value."""
+    why: str
+    """Why this element matters in the model."""
+
+
+RECIPES: dict[str, Recipe] = {
+    "opt.timestep": Recipe(None, None, _set(0.003), "every stage integrates over it"),
+    "opt.gravity": Recipe(None, 2, _set(-7.0), "weight: the box's friction, the arm's torques"),
+    "opt.impratio": Recipe(None, None, _set(10.0), "pyramidal contact regularization"),
+    "opt.density": Recipe(None, None, _set(200.0), "quadratic drag on the sliding box"),
+    "opt.viscosity": Recipe(None, None, _set(0.5), "viscous drag on every moving body"),
+    "opt.wind": Recipe(None, None, _set(-3.0, 2.0, 0.0), "drag is relative to the wind"),
+    "body_pos": Recipe("body:forearm", None, _set(0.35, 0.0, 0.04), "where the forearm hangs"),
+    "body_quat": Recipe("body:forearm", None, _quat((0, 1, 0), 30), "the forearm's rest angle"),
+    "body_ipos": Recipe("body:forearm", None, _set(0.18, 0.0, 0.03), "the forearm's com"),
+    "body_iquat": Recipe("body:forearm", None, _quat((1, 0, 0), 60),
+                         "anisotropic inertia turned about x: inertia about the elbow axis"),
+    "body_mass": Recipe("body:forearm", None, _set(1.0), "the swinging forearm"),
+    "body_inertia": Recipe("body:forearm", 1, _set(0.006), "inertia about the elbow axis"),
+    "body_invweight0": Recipe("body:box", 0, _scale(20.0), "the box's contact regularizer"),
+    "jnt_pos": Recipe("jnt:elbow", None, _set(0.04, 0.0, 0.02), "the elbow's anchor"),
+    "jnt_axis": Recipe("jnt:elbow", None, _unit(0.0, 1.0, 0.4), "the elbow swings out of plane"),
+    "jnt_range": Recipe("jnt:shoulder", 1, _set(0.3), "the upper limit the arm swings into"),
+    "jnt_stiffness": Recipe("jnt:shoulder", None, _set(20.0), "the shoulder's spring"),
+    "jnt_margin": Recipe("jnt:shoulder", None, _set(0.1), "the limit engages earlier"),
+    "jnt_solref": Recipe("jnt:shoulder", None, _set(0.08, 0.4), "softer, bouncier limit"),
+    "jnt_solimp": Recipe("jnt:shoulder", None, _set(0.5, 0.7, 0.05, 0.5, 2.0), "softer limit"),
+    "qpos0": Recipe("qpos:shoulder", None, _set(0.2),
+                    "the start angle: spring, limit and servo see it, the pose (q - qpos0) does not"),
+    "qpos_spring": Recipe("qpos:shoulder", None, _set(0.7), "the shoulder spring's rest angle"),
+    "dof_damping": Recipe("dof:elbow", None, _set(1.0), "the swinging elbow"),
+    "dof_armature": Recipe("dof:elbow", None, _set(0.05), "the swinging elbow"),
+    "dof_frictionloss": Recipe("dof:slide", None, _set(0.3), "below the push: the slider slides"),
+    "dof_solref": Recipe("dof:slide", None, _set(0.2, 1.0), "the stuck slider creeps faster"),
+    "dof_solimp": Recipe("dof:slide", None, _set(0.3, 0.95, 0.001, 0.5, 2.0),
+                         "dmin sets the friction row's softness: faster creep"),
+    "dof_invweight0": Recipe("dof:slide", None, _scale(10.0), "the friction row's regularizer"),
+    "geom_size": Recipe("geom:ball", 0, _set(0.05), "the ball's radius: it drops"),
+    "geom_pos": Recipe("geom:pill", None, _set(0.01, 0.0, 0.015), "the capsule starts 1.5 cm up and drops"),
+    "geom_quat": Recipe("geom:pill", None, _quat((1, 0, 0), -90),
+                        "the capsule's axis turns across the motion: it rolls instead of sliding"),
+    "geom_friction": Recipe("geom:box", 0, _set(0.8), "the sliding box has priority over the floor"),
+    "geom_rgba": Recipe("geom:box", None, _set(1.0, 0.0, 0.0, 0.5), "visual only"),
+    "geom_margin": Recipe("geom:box", None, _set(0.01), "the box floats on a thicker margin"),
+    "geom_gap": Recipe("geom:ball", None, _set(0.005),
+                       "with its small rbound the ball's contact is detected only below gap + rbound"),
+    "geom_solref": Recipe("geom:box", None, _set(0.05, 0.3), "softer, bouncier box contact"),
+    "geom_solimp": Recipe("geom:box", None, _set(0.6, 0.8, 0.01, 0.5, 2.0), "softer box contact"),
+    "geom_solmix": Recipe("geom:ball", None, _set(10.0),
+                          "ball and floor have equal priority and different solref/solimp"),
+    "geom_rbound": Recipe("geom:ball", None, _set(0.025), "the bounding-sphere filter drops the contact"),
+    "actuator_gear": Recipe("actuator:servo", 0, _set(1.5), "the servo's length and torque"),
+    "actuator_gainprm": Recipe("actuator:servo", 0, _set(16.0), "the servo's kp"),
+    "actuator_biasprm": Recipe("actuator:servo", 1, _set(-16.0), "the servo's -kp on length"),
+    "actuator_ctrlrange": Recipe("actuator:servo", 1, _set(0.2), "the clamped target, now below the limit"),
+    "actuator_forcerange": Recipe("actuator:push", 1, _set(1.5), "the clamped push now beats the friction"),
+    "stat_meaninertia": Recipe(None, None, _scale(1e9),
+                               "scales the solver's stopping tolerance: it would stop at once"),
+    "pair_friction": Recipe("pair:pill_floor", slice(0, 2), _set(1.0), "the pill slides on its pair"),
+    "pair_solref": Recipe("pair:pill_floor", None, _set(0.06, 0.3), "softer, bouncier pill contact"),
+    "pair_solimp": Recipe("pair:pill_floor", None, _set(0.6, 0.8, 0.01, 0.5, 2.0), "softer pill contact"),
+    "pair_margin": Recipe("pair:pill_floor", None, _set(0.01), "the pill floats on a thicker margin"),
+    "pair_gap": Recipe("pair:pill_floor", None, _set(0.01),
+                       "with its small rbound the pill's contact is detected only below gap + rbound"),
+}
+
+
+def _leaf_fields(cls: type = System, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
+    """(path, field) of every non-static field, recursing into nested dataclasses ('opt.gravity')."""
+    hints = typing.get_type_hints(cls)
+    out: list[tuple[str, dataclasses.Field[Any]]] = []
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("static"):
+            continue
+        t = hints[f.name]
+        if isinstance(t, type) and dataclasses.is_dataclass(t):
+            out += _leaf_fields(t, f"{prefix}{f.name}.")
+        else:
+            out.append((prefix + f.name, f))
+    return out
+
+
+LEAVES = [path for path, _ in _leaf_fields()]
+VISUAL = {path for path, f in _leaf_fields() if f.metadata.get("visual")}
+
+
+def _get_leaf(sys: Any, path: str) -> Any:
+    for part in path.split("."):
+        sys = getattr(sys, part)
+    return sys
+
+
+def _replace_leaf(sys: Any, path: str, value: Any) -> Any:
+    head, _, rest = path.partition(".")
+    return sys.replace(**{head: _replace_leaf(getattr(sys, head), rest, value) if rest else value})
+
+
+def _mj_field(m: Any, path: str) -> tuple[Any, str]:
+    """(owner, attribute) of the MjModel field a leaf mirrors ('stat_meaninertia': m.stat.meaninertia)."""
+    owner, _, attr = path.rpartition(".")
+    obj = _get_leaf(m, owner) if owner else m
+    if hasattr(obj, attr):
+        return obj, attr
+    group, _, rest = attr.partition("_")
+    if hasattr(obj, group) and hasattr(getattr(obj, group), rest):
+        return getattr(obj, group), rest
+    raise AssertionError(f"System leaf '{path}' has no MjModel field of the same name")
+
+
+_OBJ = {"geom": mujoco.mjtObj.mjOBJ_GEOM, "body": mujoco.mjtObj.mjOBJ_BODY, "jnt": mujoco.mjtObj.mjOBJ_JOINT,
+        "dof": mujoco.mjtObj.mjOBJ_JOINT, "qpos": mujoco.mjtObj.mjOBJ_JOINT,
+        "actuator": mujoco.mjtObj.mjOBJ_ACTUATOR, "pair": mujoco.mjtObj.mjOBJ_PAIR}
+
+
+def _index(m: Any, recipe: Recipe) -> tuple[Any, ...]:
+    if recipe.row is None:
+        return (Ellipsis,) if recipe.cols is None else (recipe.cols,)
+    kind, _, name = recipe.row.partition(":")
+    i = mujoco.mj_name2id(m, _OBJ[kind], name)
+    assert i >= 0, f"no {kind} named '{name}' in the sweep model"
+    if kind == "dof":
+        i = int(m.jnt_dofadr[i])
+    elif kind == "qpos":
+        i = int(m.jnt_qposadr[i])
+    return (i,) if recipe.cols is None else (i, recipe.cols)
+
+
+def perturbed(path: str, recipe: Recipe) -> tuple[bp.System, Any]:
+    """The base System and a copy of the base MjModel, both with the recipe's change."""
+    m = copy.deepcopy(_base_mjmodel())
+    owner, attr = _mj_field(m, path)
+    field = getattr(owner, attr)
+    value = np.array(field, np.float64)
+    idx = _index(m, recipe)
+    value[idx] = recipe.change(value[idx])
+    assert not np.array_equal(value, np.asarray(field)), f"the recipe for '{path}' changes nothing"
+    if np.ndim(field) == 0:
+        setattr(owner, attr, float(value))
+    else:
+        field[...] = value
+    sys = _base_system()
+    old = _get_leaf(sys, path)
+    new = jnp.asarray(value.reshape(old.shape).astype(old.dtype))
+    return _replace_leaf(sys, path, new), m
+
+
+@functools.cache
+def _ours_base() -> Trajectory:
+    return ours(_base_system())
+
+
+@functools.cache
+def _mujoco_base() -> Trajectory:
+    return mujoco_rollout(_base_mjmodel())
+
+
+class Measure(NamedTuple):
+    """One leaf's sweep, in units of the tolerances."""
+
+    error: float
+    """Ours vs MuJoCo after the change."""
+    effect_ours: float
+    """Our perturbed vs unperturbed trajectory."""
+    effect_mujoco: float
+    """MuJoCo's perturbed vs unperturbed trajectory."""
+
+
+def measure(path: str, recipe: Recipe, rollout: Rollout = ours) -> Measure:
+    """Apply the recipe in both engines and compare the trajectories."""
+    sys, m = perturbed(path, recipe)
+    got, want = rollout(sys), mujoco_rollout(m)
+    return Measure(distance(got, want), distance(got, _ours_base()), distance(want, _mujoco_base()))
+
+
+def problems(path: str, r: Measure, visual: bool) -> list[str]:
+    """What is wrong with a leaf's sweep (empty if nothing)."""
+    out = []
+    if r.error > 1:
+        out.append(f"'{path}': after the change ours differs from MuJoCo by {r.error:.3g} tolerances")
+    if visual:
+        if r.effect_ours or r.effect_mujoco:
+            out.append(f"visual leaf '{path}' changes the motion (ours {r.effect_ours:.3g}, "
+                       f"MuJoCo {r.effect_mujoco:.3g} tolerances)")
+        return out
+    if r.effect_mujoco < EFFECT:
+        out.append(f"'{path}': MuJoCo shows no clear effect ({r.effect_mujoco:.3g} < {EFFECT} tolerances): "
+                   "the recipe must change an element that matters (a leaf that cannot should be static)")
+    if r.effect_ours < EFFECT:
+        out.append(f"'{path}': no clear effect in ours ({r.effect_ours:.3g} < {EFFECT} tolerances, MuJoCo "
+                   f"{r.effect_mujoco:.3g}): the leaf is not read, or read from a load-time copy")
+    return out
+
+
+def test_unperturbed_model_matches_mujoco() -> None:
+    assert distance(_ours_base(), _mujoco_base()) <= 1
+
+
+@pytest.mark.parametrize("path", LEAVES)
+def test_leaf_is_live(path: str) -> None:
+    recipe = RECIPES.get(path)
+    assert recipe is not None, (
+        f"no sweep recipe for new System leaf '{path}': add one to RECIPES in live_parameters_test.py "
+        "(an element of the sweep model where it matters, extending the model if needed)"
+    )
+    bad = problems(path, measure(path, recipe), path in VISUAL)
+    assert not bad, "; ".join(bad)
+    assert traces[0] == 1, "a perturbed System recompiled the rollout"
+
+
+def test_every_recipe_names_a_leaf() -> None:
+    stale = sorted(set(RECIPES) - set(LEAVES))
+    assert not stale, f"recipes for fields that are not System leaves (renamed or made static?): {stale}"
+
+
+def test_sweep_catches_a_baked_leaf() -> None:
+    # A rollout that reads geom_friction from the loaded model, as the load-time pair tables did.
+    base = _base_system()
+
+    def baked(sys: bp.System) -> Trajectory:
+        return ours(sys.replace(geom_friction=base.geom_friction))
+
+    r = measure("geom_friction", RECIPES["geom_friction"], baked)
+    assert r.effect_ours == 0.0
+    bad = problems("geom_friction", r, visual=False)
+    assert any("no clear effect in ours" in b for b in bad), bad
+    assert any("differs from MuJoCo" in b for b in bad), bad
+
+
+@pytest.mark.parametrize(("field", "value"), [("nq", 3), ("geom_condim", (1,) * 7)])
+def test_replacing_a_static_field_raises(field: str, value: Any) -> None:
+    with pytest.raises(ValueError, match=field):
+        _base_system().replace(**{field: value})
