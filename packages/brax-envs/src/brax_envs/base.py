@@ -170,7 +170,7 @@ def _checked_action(env: Env, action: Any) -> jax.Array:
     if not jnp.issubdtype(arr.dtype, jnp.floating):
         # bool (a mask or done flags), unsigned ints (a raw PRNG key) and complex would all cast
         # silently to plausible-looking controls.
-        raise TypeError(f"{where}: action has dtype {arr.dtype}, expected a floating dtype "
+        raise ValueError(f"{where}: action has dtype {arr.dtype}, expected a floating dtype "
                         "(signed integers are cast to float32)")
     return arr
 
@@ -218,7 +218,7 @@ class PipelineEnv(Env):
 
     - `step` checks at trace time that `action` has shape `(action_size,)` (per member under
       `jax.vmap`; `ValueError` otherwise) and a floating dtype (signed integers are cast to
-      float32; bool, unsigned and complex actions raise `TypeError`).
+      float32; bool, unsigned and complex actions raise `ValueError`).
     - A step whose action, physics state, observation or reward is not finite returns reward 0 and
       `done = 1` and sets `metrics['nan_steps']` to 1.0 (else 0.0; `reset` sets it to 0.0). The
       state and observation stay as computed: physics never hides a NaN, `NanGuardWrapper` rolls

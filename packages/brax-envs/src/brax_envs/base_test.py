@@ -202,7 +202,7 @@ def test_action_dtypes(probe: Probe) -> None:
     assert probe.seen == [jnp.float32] and float(s1.reward) == 2.0
     for bad in (jnp.array([True]), jnp.array([2], jnp.uint32), jnp.array([1j], jnp.complex64)):
         msg = rf"Probe.step: action has dtype {bad.dtype}, expected a floating"
-        with pytest.raises(TypeError, match=msg):
+        with pytest.raises(ValueError, match=msg):
             probe.step(s0, bad)
 
 

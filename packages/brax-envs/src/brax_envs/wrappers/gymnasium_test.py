@@ -127,7 +127,7 @@ def test_gymnasium_env_checker_inverted_pendulum() -> None:
             break
     assert terminated and not truncated
     assert abs(obs[1]) > 0.2
-    assert isinstance(reward, float) and set(info) == {"reward_survive"}
+    assert isinstance(reward, float) and set(info) == {"reward_survive", "nan_steps"}
 
 
 def test_gym_wrapper_truncates_and_validates() -> None:
