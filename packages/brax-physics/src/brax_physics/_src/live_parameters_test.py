@@ -275,8 +275,6 @@ RECIPES: dict[str, Recipe] = {
     "actuator_biasprm": Recipe("actuator:servo", 1, _set(-16.0), "the servo's -kp on length"),
     "actuator_ctrlrange": Recipe("actuator:servo", 1, _set(0.2), "the clamped target, now below the limit"),
     "actuator_forcerange": Recipe("actuator:push", 1, _set(1.5), "the clamped push now beats the friction"),
-    "stat_meaninertia": Recipe(None, None, _scale(1e9),
-                               "scales the solver's stopping tolerance: it would stop at once"),
     "pair_friction": Recipe("pair:pill_floor", slice(0, 2), _set(1.0), "the pill slides on its pair"),
     "pair_solref": Recipe("pair:pill_floor", None, _set(0.06, 0.3), "softer, bouncier pill contact"),
     "pair_solimp": Recipe("pair:pill_floor", None, _set(0.6, 0.8, 0.01, 0.5, 2.0), "softer pill contact"),
@@ -317,7 +315,7 @@ def _replace_leaf(sys: Any, path: str, value: Any) -> Any:
 
 
 def _mj_field(m: Any, path: str) -> tuple[Any, str]:
-    """(owner, attribute) of the MjModel field a leaf mirrors ('stat_meaninertia': m.stat.meaninertia)."""
+    """(owner, attribute) of the MjModel field a leaf mirrors ('opt.gravity': m.opt.gravity; 'stat_x': m.stat.x)."""
     owner, _, attr = path.rpartition(".")
     obj = _get_leaf(m, owner) if owner else m
     if hasattr(obj, attr):

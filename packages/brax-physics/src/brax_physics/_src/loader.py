@@ -223,7 +223,6 @@ def from_mjmodel(m: Any) -> System:
         actuator_biasprm=_f32(m.actuator_biasprm.reshape(m.nu, mujoco.mjNBIAS)),
         actuator_ctrlrange=_f32(m.actuator_ctrlrange.reshape(m.nu, 2)),
         actuator_forcerange=_f32(m.actuator_forcerange.reshape(m.nu, 2)),
-        stat_meaninertia=_f32(m.stat.meaninertia),
         nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),
         body_weldid=_ints(m.body_weldid), body_sameframe=_ints(m.body_sameframe),

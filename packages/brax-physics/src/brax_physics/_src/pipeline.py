@@ -107,7 +107,7 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
     prob = solver.Problem(M=pos.mass_matrix, qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth, J=rows.J,
                           D=rows.D, R=rows.R, aref=aref, floss=rows.floss)
     cfg = solver_config(sys)
-    qacc = solver.solve(cfg, prob, qacc_warmstart, sys.stat_meaninertia)
+    qacc = solver.solve(cfg, prob, qacc_warmstart)
     efc_force = solver.constraint_force(cfg, prob, qacc)
     qfrc_constraint = com.mm(rows.J.T, efc_force)
     return _Acceleration(actu, cvel, bias, pas, qacc_smooth, qacc, efc_force, qfrc_constraint)

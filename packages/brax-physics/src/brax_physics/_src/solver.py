@@ -10,6 +10,7 @@ once, which brackets the minimum on one linear piece (MuJoCo iterates Newton ste
 1-D function up to `ls_iterations`; the exact minimum makes that setting unused). The solve is
 warm-started from the previous step's acceleration when that is cheaper than qacc_smooth, as in
 MuJoCo, and stops on MuJoCo's rules (scaled cost improvement or gradient below `tolerance`, or `iterations`).
+The scale is 1/trace(M) of the current mass matrix (`_scale_tol`), as in MuJoCo 4.0.0.
 
 Batches: under `vmap` a plain while loop would run every problem for the batch's largest iteration
 count; from `QUEUE_MIN_BATCH` problems on, a work queue instead iterates only the unconverged ones
@@ -176,9 +177,12 @@ class _Iterate(NamedTuple):
     ev: _Eval
 
 
-def _scale_tol(p: Problem, meaninertia: jax.Array) -> jax.Array:
-    """MuJoCo divides the cost improvement and the gradient norm by meaninertia·nv."""
-    return meaninertia * max(1, p.M.shape[0])
+def _scale_tol(p: Problem) -> jax.Array:
+    """What MuJoCo divides the cost improvement and the gradient norm by: trace(M), M at run time."""
+    # MuJoCo 4.0.0 divides by the diagonal sum of M over an island's dofs (over all dofs with
+    # islands disabled); it reads no stat.meaninertia. This solve is one problem over all dofs: the
+    # whole trace is MuJoCo's scale when one island spans every dof, or with islands disabled.
+    return jnp.trace(p.M)
 
 
 def _grad_small(cfg: Config, e: _Eval, scale_tol: jax.Array) -> jax.Array:
@@ -187,7 +191,7 @@ def _grad_small(cfg: Config, e: _Eval, scale_tol: jax.Array) -> jax.Array:
     return small
 
 
-def _start(cfg: Config, p: Problem, x_warm: jax.Array, meaninertia: jax.Array) -> _Iterate:
+def _start(cfg: Config, p: Problem, x_warm: jax.Array) -> _Iterate:
     """Loop state at qacc_smooth, or at the warm start when that costs less (MuJoCo's rule)."""
 
     def at(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, _Eval]:
@@ -200,7 +204,7 @@ def _start(cfg: Config, p: Problem, x_warm: jax.Array, meaninertia: jax.Array) -
         warm = at(x_warm)
         use = warm[3].cost < ev.cost
         x, ma, jar, ev = jax.tree.map(lambda a, b: jnp.where(use, a, b), warm, (x, ma, jar, ev))
-    done = _grad_small(cfg, ev, _scale_tol(p, meaninertia))
+    done = _grad_small(cfg, ev, _scale_tol(p))
     return _Iterate(jnp.zeros((), jnp.int32), done, x, ma, jar, ev)
 
 
@@ -209,7 +213,7 @@ def _running(cfg: Config, s: _Iterate) -> jax.Array:
     return (s.it < cfg.iterations) & ~s.done
 
 
-def _iterate(cfg: Config, p: Problem, s: _Iterate, meaninertia: jax.Array) -> _Iterate:
+def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     """One Newton iteration: direction from the Hessian, exact line search, stopping tests."""
     d = -linalg.spd_solve(_hessian(p, s.ev.quad), s.ev.grad)
     md, jd = _mv(p.M, d), _mv(p.J, d)
@@ -217,15 +221,15 @@ def _iterate(cfg: Config, p: Problem, s: _Iterate, meaninertia: jax.Array) -> _I
     x, ma, jar = s.x + alpha * d, s.ma + alpha * md, s.jar + alpha * jd
     new = _evaluate(cfg, p, x, ma, jar)
     drop = s.ev.cost - new.cost
-    scale_tol = _scale_tol(p, meaninertia)
+    scale_tol = _scale_tol(p)
     small = (drop < cfg.tolerance * scale_tol) | (drop <= _REL_COST * jnp.abs(new.cost))
     return _Iterate(s.it + 1, small | _grad_small(cfg, new, scale_tol), x, ma, jar, new)
 
 
-def _newton_loop(cfg: Config, p: Problem, x_warm: jax.Array, meaninertia: jax.Array) -> jax.Array:
+def _newton_loop(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
     """(nv,) qacc of one problem: Newton iterations until a stopping test fires."""
-    s = jax.lax.while_loop(functools.partial(_running, cfg),
-                           lambda s: _iterate(cfg, p, s, meaninertia), _start(cfg, p, x_warm, meaninertia))
+    s = jax.lax.while_loop(functools.partial(_running, cfg), lambda s: _iterate(cfg, p, s),
+                           _start(cfg, p, x_warm))
     return s.x
 
 
@@ -236,8 +240,7 @@ QUEUE_MIN_BATCH = 64
 QUEUE_SLOT_FRACTION = 4
 
 
-def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, meaninertia: jax.Array,
-                   slots: int) -> jax.Array:
+def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> jax.Array:
     """(B, nv) qacc of a batch of problems (leading axis B), iterating only the unconverged ones.
 
     A vmapped while loop runs every problem for as many iterations as the slowest one needs: for
@@ -249,7 +252,7 @@ def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, meaninertia: jax.
     total iteration count, not batch size times the maximum.
     """
     n = x_warm.shape[0]
-    s0 = jax.vmap(functools.partial(_start, cfg))(p, x_warm, meaninertia)
+    s0 = jax.vmap(functools.partial(_start, cfg))(p, x_warm)
     pending = jax.vmap(functools.partial(_running, cfg))(s0)
     order = jnp.argsort(jnp.where(pending, 0, 1), stable=True)  # pending problems first
     n_pending = jnp.sum(pending, dtype=jnp.int32)
@@ -273,7 +276,7 @@ def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, meaninertia: jax.
         x_out, sidx, slot, ptr = c
         member = jnp.minimum(sidx, n - 1)
         ps = jax.tree.map(lambda a: a[member], p)
-        slot = jax.vmap(functools.partial(_iterate, cfg))(ps, slot, meaninertia[member])
+        slot = jax.vmap(functools.partial(_iterate, cfg))(ps, slot)
         active = sidx < n
         finished = active & ~jax.vmap(functools.partial(_running, cfg))(slot)
         x_out = x_out.at[jnp.where(finished, sidx, n)].set(slot.x, mode="drop")
@@ -292,44 +295,43 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
     """The Newton solve for settings `cfg`: a per-problem loop, and the work queue under vmap."""
 
     @custom_batching.custom_vmap
-    def newton(p: Problem, x_warm: jax.Array, meaninertia: jax.Array) -> jax.Array:
-        return _newton_loop(cfg, p, x_warm, meaninertia)
+    def newton(p: Problem, x_warm: jax.Array) -> jax.Array:
+        return _newton_loop(cfg, p, x_warm)
 
     @newton.def_vmap
-    def _(axis_size: int, in_batched: list[object], p: Problem, x_warm: jax.Array,
-          meaninertia: jax.Array) -> tuple[jax.Array, bool]:
+    def _(axis_size: int, in_batched: list[object], p: Problem, x_warm: jax.Array) -> tuple[jax.Array, bool]:
         def full(a: jax.Array, batched: bool) -> jax.Array:
             return a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
 
-        p, x_warm, meaninertia = jax.tree.map(full, (p, x_warm, meaninertia), tuple(in_batched))
+        p, x_warm = jax.tree.map(full, (p, x_warm), tuple(in_batched))
         if axis_size < QUEUE_MIN_BATCH or x_warm.ndim != 2:  # small batches: the plain vmapped loop
-            return jax.vmap(functools.partial(_newton_loop, cfg))(p, x_warm, meaninertia), True
+            return jax.vmap(functools.partial(_newton_loop, cfg))(p, x_warm), True
         slots = max(QUEUE_MIN_BATCH // QUEUE_SLOT_FRACTION, axis_size // QUEUE_SLOT_FRACTION)
-        return _newton_queued(cfg, p, x_warm, meaninertia, slots), True
+        return _newton_queued(cfg, p, x_warm, slots), True
 
     return newton
 
 
-def _newton(cfg: Config, p: Problem, x_warm: jax.Array, meaninertia: jax.Array) -> jax.Array:
-    out: jax.Array = _newton_fn(cfg)(p, x_warm, meaninertia)
+def _newton(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
+    out: jax.Array = _newton_fn(cfg)(p, x_warm)
     return out
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def solve(cfg: Config, p: Problem, x_warm: jax.Array, meaninertia: jax.Array) -> jax.Array:
+def solve(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
     """(nv,) constrained acceleration qacc minimizing the primal cost (see the module docstring)."""
-    return _newton(cfg, p, x_warm, meaninertia)
+    return _newton(cfg, p, x_warm)
 
 
-def _solve_fwd(cfg: Config, p: Problem, x_warm: jax.Array,
-               meaninertia: jax.Array) -> tuple[jax.Array, tuple[jax.Array, Problem, jax.Array, jax.Array]]:
-    x = _newton(cfg, p, x_warm, meaninertia)
-    return x, (x, p, x_warm, meaninertia)
+def _solve_fwd(cfg: Config, p: Problem,
+               x_warm: jax.Array) -> tuple[jax.Array, tuple[jax.Array, Problem, jax.Array]]:
+    x = _newton(cfg, p, x_warm)
+    return x, (x, p, x_warm)
 
 
-def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array, jax.Array],
-               xbar: jax.Array) -> tuple[Problem, jax.Array, jax.Array]:
-    x, p, x_warm, meaninertia = res
+def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array],
+               xbar: jax.Array) -> tuple[Problem, jax.Array]:
+    x, p, x_warm = res
     _, _, quad = row_terms(cfg, p, _mv(p.J, x) - p.aref)
     w = linalg.spd_solve(_hessian(p, quad), xbar)
 
@@ -340,7 +342,7 @@ def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array, jax.Array]
     _, vjp = jax.vjp(optimality, p)
     (pbar,) = vjp(-w)
     pbar = pbar._replace(qacc_smooth=jnp.zeros_like(p.qacc_smooth))
-    return pbar, jnp.zeros_like(x_warm), jnp.zeros_like(meaninertia)
+    return pbar, jnp.zeros_like(x_warm)
 
 
 solve.defvjp(_solve_fwd, _solve_bwd)

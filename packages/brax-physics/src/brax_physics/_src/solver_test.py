@@ -42,13 +42,13 @@ def _cfg(iterations: int = 100, floss_rows: int = 0, warmstart: bool = True) -> 
 
 
 def _solve_batched(cfg: solver.Config, p: solver.Problem, warm: jax.Array) -> jax.Array:
-    out: jax.Array = jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w, jnp.float32(1.0))))(p, warm)
+    out: jax.Array = jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w)))(p, warm)
     return out
 
 
 def _solve_one_by_one(cfg: solver.Config, p: solver.Problem, warm: jax.Array) -> jax.Array:
     def one(a: tuple[solver.Problem, jax.Array]) -> jax.Array:
-        return solver.solve(cfg, a[0], a[1], jnp.float32(1.0))
+        return solver.solve(cfg, a[0], a[1])
 
     out: jax.Array = jax.jit(lambda p, w: jax.lax.map(one, (p, w)))(p, warm)
     return out
@@ -58,8 +58,8 @@ def _iterations(cfg: solver.Config, p: solver.Problem, warm: jax.Array) -> np.nd
     """Per problem: Newton iterations its own loop takes."""
     def one(q: solver.Problem, w: jax.Array) -> jax.Array:
         s = jax.lax.while_loop(lambda s: solver._running(cfg, s),
-                               lambda s: solver._iterate(cfg, q, s, jnp.float32(1.0)),
-                               solver._start(cfg, q, w, jnp.float32(1.0)))
+                               lambda s: solver._iterate(cfg, q, s),
+                               solver._start(cfg, q, w))
         return s.it
     return np.asarray(jax.jit(lambda p, w: jax.lax.map(lambda a: one(*a), (p, w)))(p, warm))
 
@@ -116,13 +116,13 @@ def test_shared_operand_and_gradient() -> None:
 
     def batched(scale: jax.Array) -> jax.Array:
         q = p._replace(J=j0 * scale)
-        x = jax.vmap(lambda q, w: solver.solve(cfg, q, w, jnp.float32(1.0)),
+        x = jax.vmap(lambda q, w: solver.solve(cfg, q, w),
                      in_axes=(axes, 0))(q, q.qacc_smooth)
         return jnp.sum(x ** 2)
 
     def one_by_one(scale: jax.Array) -> jax.Array:
         q = p._replace(J=jnp.broadcast_to(j0 * scale, p.J.shape))
-        x = jax.lax.map(lambda a: solver.solve(cfg, a, a.qacc_smooth, jnp.float32(1.0)), q)
+        x = jax.lax.map(lambda a: solver.solve(cfg, a, a.qacc_smooth), q)
         return jnp.sum(x ** 2)
 
     s = jnp.float32(1.0)

@@ -223,8 +223,6 @@ class System:
     """(nu, 2) control range, applied where `actuator_ctrllimited`."""
     actuator_forcerange: jax.Array
     """(nu, 2) force range, applied where `actuator_forcelimited`."""
-    stat_meaninertia: jax.Array
-    """() mean diagonal of the mass matrix at qpos0 (MuJoCo `stat.meaninertia`, solver scaling)."""
 
     # ---- sizes, structure and type codes (static) ----
     nq: int = _static()
