@@ -315,7 +315,7 @@ def _replace_leaf(sys: Any, path: str, value: Any) -> Any:
 
 
 def _mj_field(m: Any, path: str) -> tuple[Any, str]:
-    """(owner, attribute) of the MjModel field a leaf mirrors ('opt.gravity': m.opt.gravity; 'stat_x': m.stat.x)."""
+    """(owner, attribute) of the MjModel field a leaf mirrors ('opt.gravity': m.opt.gravity)."""
     owner, _, attr = path.rpartition(".")
     obj = _get_leaf(m, owner) if owner else m
     if hasattr(obj, attr):
