@@ -43,6 +43,19 @@ def _select(pred: jax.Array, on_true: Any, on_false: Any) -> Any:
     return jax.tree.map(sel, on_true, on_false)
 
 
+_RESET_STREAM = 0x5EED
+"""`fold_in` data that derives the auto-reset key stream from a reset key."""
+
+
+def _fold_keys(rng: jax.Array, data: int) -> jax.Array:
+    """`jax.random.fold_in(key, data)` for every key of `rng` (raw uint32 or typed keys, any batch shape)."""
+    typed = jnp.issubdtype(rng.dtype, jax.dtypes.prng_key)
+    batch = rng.shape if typed else rng.shape[:-1]
+    flat = jnp.reshape(rng, (-1, *rng.shape[len(batch):]))
+    out = jax.vmap(lambda k: jax.random.fold_in(k, data))(flat)
+    return jnp.reshape(out, rng.shape)
+
+
 def _split_keys(rng: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Two independent key arrays with `rng`'s batch shape (raw uint32 or typed keys)."""
     typed = jnp.issubdtype(rng.dtype, jax.dtypes.prng_key)
@@ -270,6 +283,7 @@ def _batched_names(sys: Any, in_axes: Any) -> frozenset[str]:
     return frozenset(names)
 
 
+_PER_EPISODE_RESET_CHUNKS = 16  # a restart slice is 1/16 of the batch (see AutoResetWrapper)
 _SYS_KEY_SALT = 0x5D5  # fold_in data deriving a member's randomization key from its reset key
 
 
@@ -363,16 +377,24 @@ class AutoResetWrapper(Wrapper):
     By default a done environment restarts from the state cached at `reset` (`fresh_reset=False`,
     cheap); with `fresh_reset=True` it restarts from a new `reset` drawn with a key carried in
     `info['reset_rng']` (every episode starts differently; costs one batched reset on steps where
-    any environment finished). The observation returned by the finishing step is kept in
-    `info['final_obs']` (equal to `obs` on other steps) for value bootstrapping. Over a
+    any environment finished). With `reset_chunks` > 1 that reset is computed for slices of
+    `ceil(batch / reset_chunks)` environments, finished ones first, only as many slices as needed
+    (when one or two environments finish per step, as in long runs, that is one small slice instead
+    of the whole batch); the wrapped env's `reset` must then accept any number of keys (not true of
+    `DomainRandomizationVmapWrapper`, whose systems are fixed per batch member). Every environment
+    restarts from its own key either way. The observation returned by the finishing step is kept
+    in `info['final_obs']` (equal to `obs` on other steps) for value bootstrapping. Over a
     `PerEpisodeDomainRandomizationVmapWrapper` a fresh reset also brings the restarted environments
     new `info['randomized_sys']` parameters, so that wrapper requires `fresh_reset=True`.
     """
 
-    def __init__(self, env: Env, fresh_reset: bool = False) -> None:
-        """Auto-reset `env` from the cached first state, or from fresh resets when `fresh_reset`."""
+    def __init__(self, env: Env, fresh_reset: bool = False, reset_chunks: int = 1) -> None:
+        """Auto-reset `env` from the cached first state, or from fresh resets (in `reset_chunks` slices)."""
         super().__init__(env)
+        if isinstance(reset_chunks, bool) or not isinstance(reset_chunks, int) or reset_chunks < 1:
+            raise ValueError(f"reset_chunks must be a positive int, got {reset_chunks!r}")
         self.fresh_reset = fresh_reset
+        self.reset_chunks = reset_chunks
 
     def reset(self, rng: jax.Array) -> State:
         """Reset and remember what later resets restore."""
@@ -382,7 +404,9 @@ class AutoResetWrapper(Wrapper):
                              "restoring the cached first state would replay the first draw forever")
         info = {**state.info, "final_obs": state.obs}
         if self.fresh_reset:
-            info["reset_rng"] = _split_keys(rng)[1]
+            # A stream the env's own reset never draws from: split(rng)[1] is what envs that split
+            # their key use for noise, and a key both sampled and split gives correlated bits.
+            info["reset_rng"] = _fold_keys(rng, _RESET_STREAM)
         else:
             info["first_pipeline_state"] = state.pipeline_state
             info["first_obs"] = state.obs
@@ -405,17 +429,43 @@ class AutoResetWrapper(Wrapper):
                           if k not in _WRAPPER_INFO_KEYS and k in info]
             current = (state.pipeline_state, state.obs, {k: info[k] for k in reset_keys})
 
-            def fresh() -> Any:
-                st = self.env.reset(key_now)
+            def fresh(keys: jax.Array) -> Any:
+                st = self.env.reset(keys)
                 return st.pipeline_state, st.obs, {k: st.info[k] for k in reset_keys}
 
-            restart = jax.lax.cond(jnp.any(done > 0), fresh, lambda: current)
+            batch = done.shape[0] if done.ndim else 1
+            chunk = -(-batch // self.reset_chunks)
+            if chunk >= batch:
+                restart = jax.lax.cond(jnp.any(done > 0), lambda: fresh(key_now), lambda: current)
+            else:
+                restart = _chunked_restarts(fresh, done, key_now, current, chunk)
             pipeline_state, obs, reset_info = _select(done, restart, current)
             info.update(reset_info)
         else:
             pipeline_state = _select(done, info["first_pipeline_state"], state.pipeline_state)
             obs = _select(done, info["first_obs"], state.obs)
         return state.replace(pipeline_state=pipeline_state, obs=obs, info=info)
+
+
+def _chunked_restarts(fresh: Callable[[jax.Array], Any], done: jax.Array, keys: jax.Array, current: Any,
+                      chunk: int) -> Any:
+    """`current` with `fresh(keys)`'s values for the done members, computed `chunk` members at a time.
+
+    Slices of a permutation that lists the done members first, as many as cover them; members of a
+    slice that are not done get values too, which the caller's select discards.
+    """
+    batch = done.shape[0]
+    order = jnp.argsort(jnp.where(done > 0, 0, 1), stable=True)
+    n_done = jnp.sum(done > 0)
+
+    def body(carry: tuple[jax.Array, Any]) -> tuple[jax.Array, Any]:
+        i, acc = carry
+        idx = jax.lax.dynamic_slice_in_dim(order, jnp.minimum(i * chunk, batch - chunk), chunk)
+        part = fresh(keys[idx])
+        return i + 1, jax.tree.map(lambda a, p: a.at[idx].set(p), acc, part)
+
+    _, out = jax.lax.while_loop(lambda c: c[0] * chunk < n_done, body, (jnp.zeros((), jnp.int32), current))
+    return out
 
 
 class NanGuardWrapper(Wrapper):
@@ -534,7 +584,9 @@ def wrap_for_training(env: Env, episode_length: int = 1000, action_repeat: int =
     else:
         inner = DomainRandomizationVmapWrapper(inner, randomization_fn, rng=randomization_rng)
     fresh = randomize_per_episode if fresh_reset is None else fresh_reset
-    return AutoResetWrapper(inner, fresh_reset=fresh)
+    # Per episode, restarts (with their draws) are computed only for the slices holding finished envs.
+    chunks = _PER_EPISODE_RESET_CHUNKS if randomize_per_episode else 1
+    return AutoResetWrapper(inner, fresh_reset=fresh, reset_chunks=chunks)
 
 
 __all__ = [

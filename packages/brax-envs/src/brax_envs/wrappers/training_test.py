@@ -181,6 +181,25 @@ def test_auto_reset_fresh_with_typed_keys() -> None:
     assert not np.any(np.asarray(s1.obs[:, 1]) == np.asarray(s0.obs[:, 1]))
 
 
+def test_auto_reset_chunked_fresh_resets_match_whole_batch() -> None:
+    def stack(chunks: int) -> Env:
+        inner = wrappers.EpisodeWrapper(wrappers.NanGuardWrapper(CounterEnv(poison_above=0.5)), 100)
+        return wrappers.AutoResetWrapper(wrappers.VmapWrapper(inner), fresh_reset=True, reset_chunks=chunks)
+
+    # 5 envs; 3, then 4 (two overlapping slices of 3), then 0 finish.
+    actions = [[[1.0], [0.0], [1.0], [0.0], [1.0]], [[1.0], [1.0], [1.0], [1.0], [0.0]], [[0.0]] * 5]
+    keys = jax.random.split(jax.random.PRNGKey(2), 5)
+    whole, sliced = (_run(env, jax.jit(env.reset)(keys), actions) for env in (stack(1), stack(2)))
+    for a, b in zip(whole, sliced, strict=True):
+        for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+            np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(sliced[1].done, [1, 1, 1, 1, 0])
+    np.testing.assert_array_equal(sliced[1].obs[:4, 0], [0, 0, 0, 0])  # restarted
+    assert len(set(np.asarray(sliced[1].obs[:, 1]).tolist())) == 5  # each from its own key
+    with pytest.raises(ValueError, match="reset_chunks"):
+        wrappers.AutoResetWrapper(Fast(), fresh_reset=True, reset_chunks=0)
+
+
 def test_nan_containment_counts_and_recovers() -> None:
     env, s0 = _training_counter(fresh=False, poison_above=0.5)
     states = _run(env, s0, [[[0.0], [1.0]], [[0.0], [0.0]], [[jnp.nan], [0.0]]])
