@@ -24,7 +24,7 @@ from brax_train import ppo
 pytestmark = pytest.mark.slow
 
 RECORD = pathlib.Path(__file__).with_name("ppo_digest.json")
-_TIMINGS = ("training/sps", "training/walltime", "eval/sps", "eval/walltime")
+_TIMINGS = ("training/sps", "training/walltime", "eval/sps", "eval/walltime", "eval/epoch_eval_time")
 _COMMON: dict[str, Any] = {
     "num_timesteps": 2400,
     "episode_length": 40,
@@ -40,6 +40,8 @@ _COMMON: dict[str, Any] = {
     "learning_rate": 3e-3,
     "entropy_cost": 1e-2,
     "seed": 7,
+    # One device: the digest must not depend on how many devices the test process forces.
+    "max_devices_per_host": 1,
     "network_factory": {"policy_hidden_layer_sizes": (16,), "value_hidden_layer_sizes": (16,)},
 }
 CASES: dict[str, dict[str, Any]] = {
