@@ -1,21 +1,29 @@
-"""brax-train: PPO for brax-envs with typed configs, exact resume and checkpoints."""
+"""brax-train: agents on a shared runner for brax-envs with typed configs, exact resume and checkpoints."""
 
-from importlib.metadata import PackageNotFoundError, version
+from brax_train import (
+    acting,
+    checkpoint,
+    config,
+    distribution,
+    networks,
+    ppo,
+    runner,
+    running_statistics,
+    types,
+)
+from brax_train._versions import installed_version
 
-from brax_train import acting, checkpoint, distribution, networks, ppo, running_statistics, types
-
-try:
-    __version__ = version("brax-train")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0"
+__version__ = installed_version("brax-train") or "0.0.0"  # "0.0.0": a source tree without an install
 
 __all__ = [
     "__version__",
     "acting",
     "checkpoint",
+    "config",
     "distribution",
     "networks",
     "ppo",
+    "runner",
     "running_statistics",
     "types",
 ]

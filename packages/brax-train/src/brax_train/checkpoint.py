@@ -2,7 +2,8 @@
 
 A run directory holds one subdirectory per saved env step (`<run>/<step>/`), written by an orbax
 `CheckpointManager` (temporary directory + rename, so a killed save never looks complete) with
-three items: `params` (`PPOParams`), `train_state` (optimizer state, RNG key, environment state)
+three items: `params` (the policy's parameters, `PPOParams` for PPO), `train_state` (the agent's
+whole state, the training RNG key and the environment state)
 and `meta` (JSON: step counters, config, network description). After orbax finishes, a
 `brax_train_manifest.json` with the SHA-256 of every file is written atomically; a step without
 it is incomplete and never chosen, and a step whose files do not match it raises
@@ -19,6 +20,7 @@ import pathlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import brax_io
 import jax
 import orbax.checkpoint as ocp  # type: ignore[import-untyped]  # orbax ships no py.typed
 
@@ -74,9 +76,8 @@ def _files(step_dir: pathlib.Path) -> list[pathlib.Path]:
 def write_manifest(step_dir: pathlib.Path) -> None:
     """Record the checksum of every file of a finished step, atomically."""
     entries = {p.relative_to(step_dir).as_posix(): _sha256(p) for p in _files(step_dir)}
-    tmp = step_dir / (MANIFEST + ".tmp")
-    tmp.write_text(json.dumps({"format": FORMAT, "files": entries}, indent=1, sort_keys=True))
-    os.replace(tmp, step_dir / MANIFEST)
+    text = json.dumps({"format": FORMAT, "files": entries}, indent=1, sort_keys=True)
+    brax_io.write_atomic(step_dir / MANIFEST, lambda f: f.write(text.encode()))
 
 
 def verify(step_dir: pathlib.Path) -> None:
@@ -162,7 +163,7 @@ def restore_item(step_dir: pathlib.Path, name: str, target: Any) -> Any:
 
 
 class Saver:
-    """Writes PPO checkpoint steps into a run directory (orbax `CheckpointManager`, synchronous)."""
+    """Writes checkpoint steps into a run directory (orbax `CheckpointManager`, synchronous)."""
 
     def __init__(self, directory: str | os.PathLike[str], max_to_keep: int | None = None) -> None:
         """Save into `directory`, keeping at most `max_to_keep` steps (None keeps all)."""
@@ -172,9 +173,7 @@ class Saver:
         )
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 
-    def save(
-        self, step: int, params: ppo_networks.PPOParams, train_state: Any, meta: dict[str, Any]
-    ) -> pathlib.Path:
+    def save(self, step: int, params: Any, train_state: Any, meta: dict[str, Any]) -> pathlib.Path:
         """Write step `step` (a Python int; 64-bit safe) and return its directory."""
         meta = {**meta, "format": FORMAT, "step": int(step)}
         self._manager.save(
@@ -210,12 +209,6 @@ class LoadedCheckpoint(NamedTuple):
     """The step directory that was loaded."""
 
 
-def _shapes_from_json(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {k: tuple(v) for k, v in x.items()}
-    return tuple(x)
-
-
 def load(
     path: str | os.PathLike[str], network_factory: Callable[..., ppo_networks.PPONetworks] | None = None
 ) -> LoadedCheckpoint:
@@ -232,7 +225,9 @@ def load(
     pre = running_statistics.normalize if normalize else networks.identity_observation_preprocessor
     if network_factory is not None:
         net = network_factory(
-            _obs_arg(meta["observation_shapes"]), int(meta["action_size"]), preprocess_observations_fn=pre
+            networks.observation_size_from_json(meta["observation_shapes"]),
+            int(meta["action_size"]),
+            preprocess_observations_fn=pre,
         )
     else:
         try:
@@ -241,7 +236,7 @@ def load(
             raise CheckpointMismatchError(f"{step_dir / 'meta'}: {e}; pass network_factory=") from e
     key_policy, key_value = jax.random.split(jax.random.PRNGKey(0))
     normalizer = running_statistics.init_state(
-        _shapes_from_json(meta["observation_shapes"]),
+        networks.observation_shapes(meta["observation_shapes"]),
         std_eps=float(meta.get("normalize_observations_std_eps", 0.0)),
         mode=str(meta.get("normalize_observations_mode", "welford")),
     )
@@ -252,11 +247,6 @@ def load(
     )
     params = restore_item(step_dir, "params", target)
     return LoadedCheckpoint(ppo_networks.make_inference_fn(net), params, meta, step_dir)
-
-
-def _obs_arg(shapes: Any) -> Any:
-    s = _shapes_from_json(shapes)
-    return s[0] if isinstance(s, tuple) and len(s) == 1 else s
 
 
 def load_policy(

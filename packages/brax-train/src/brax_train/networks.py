@@ -109,6 +109,30 @@ class FeedForwardNetwork:
     """`apply(normalizer_params, params, obs) -> output`."""
 
 
+def observation_shapes(obs_size: Any) -> Any:
+    """Per-sample shapes of an observation size (`brax_envs.ObservationSize`; an int n is shape (n,))."""
+    if isinstance(obs_size, Mapping):
+        return {str(k): observation_shapes(v) for k, v in obs_size.items()}
+    return (int(obs_size),) if isinstance(obs_size, int) else tuple(int(d) for d in obs_size)
+
+
+def observation_size_to_json(obs_size: Any) -> Any:
+    """An observation size as JSON (ints and lists)."""
+    if isinstance(obs_size, Mapping):
+        return {str(k): observation_size_to_json(v) for k, v in obs_size.items()}
+    return int(obs_size) if isinstance(obs_size, int) else [int(d) for d in obs_size]
+
+
+def observation_size_from_json(value: Any) -> Any:
+    """The observation size `observation_size_to_json` wrote (`brax_envs.ObservationSize`)."""
+    if isinstance(value, Mapping):
+        return {str(k): v if isinstance(v, int) else tuple(v) for k, v in value.items()}
+    if isinstance(value, int):
+        return value
+    shape = tuple(int(d) for d in value)
+    return shape[0] if len(shape) == 1 else shape
+
+
 def observation_feature_size(obs_size: Any, obs_key: str) -> int:
     """Length of the (last axis of the) observation entry a network reads."""
     if isinstance(obs_size, Mapping):
@@ -192,5 +216,8 @@ __all__ = [
     "identity_observation_preprocessor",
     "make_mlp_network",
     "observation_feature_size",
+    "observation_shapes",
+    "observation_size_from_json",
+    "observation_size_to_json",
     "resolve_name",
 ]

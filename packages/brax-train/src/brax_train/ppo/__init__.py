@@ -9,9 +9,11 @@ from brax_train.ppo.networks import (
     make_ppo_networks,
     networks_from_description,
 )
+from brax_train.ppo.optim import AdaptiveKLState, make_optimizer, scale_by_adaptive_kl
 from brax_train.ppo.train import NonFiniteError, TrainResult, train
 
 __all__ = [
+    "AdaptiveKLState",
     "NonFiniteError",
     "PPOConfig",
     "PPOConfigError",
@@ -21,7 +23,9 @@ __all__ = [
     "compute_gae",
     "compute_ppo_loss",
     "make_inference_fn",
+    "make_optimizer",
     "make_ppo_networks",
     "networks_from_description",
+    "scale_by_adaptive_kl",
     "train",
 ]

@@ -68,16 +68,6 @@ def _jsonable(value: Any, what: str, notes: list[str]) -> Any:
     return value
 
 
-def _obs_size_json(obs_size: Any) -> Any:
-    if isinstance(obs_size, Mapping):
-        return {
-            str(k): [int(d) for d in v] if not isinstance(v, int) else int(v) for k, v in obs_size.items()
-        }
-    if isinstance(obs_size, int):
-        return int(obs_size)
-    return [int(d) for d in obs_size]
-
-
 def make_ppo_networks(
     observation_size: Any,
     action_size: int,
@@ -149,7 +139,7 @@ def make_ppo_networks(
             "running_statistics.normalize nor the identity; pass network_factory= to load_policy"
         )
     kwargs = {
-        "observation_size": _obs_size_json(observation_size),
+        "observation_size": networks.observation_size_to_json(observation_size),
         "action_size": action_size,
         "policy_hidden_layer_sizes": [int(s) for s in policy_hidden_layer_sizes],
         "value_hidden_layer_sizes": [int(s) for s in value_hidden_layer_sizes],
@@ -191,10 +181,8 @@ def networks_from_description(description: Mapping[str, Any]) -> PPONetworks:
         raise ValueError(f"the networks cannot be rebuilt from their description: {notes}")
     kw = dict(description["kwargs"])
     obs = kw["observation_size"]
-    if isinstance(obs, Mapping):
-        kw["observation_size"] = {k: v if isinstance(v, int) else tuple(v) for k, v in obs.items()}
-    elif not isinstance(obs, int):
-        kw["observation_size"] = tuple(obs)
+    # A recorded int stays an int, a recorded shape a shape (even of length one).
+    kw["observation_size"] = obs if isinstance(obs, int) else networks.observation_shapes(obs)
     for name in (
         "activation",
         "policy_network_kernel_init_fn",

@@ -1,0 +1,545 @@
+"""The host runner shared by every agent: schedule, evaluation, metrics, NaN guard, checkpoints, devices.
+
+An agent is a pure pair in optax's shape (`Agent.init`, `Agent.update`), built for a wrapped
+environment by a factory the agent's `train` passes to `run`. Everything else lives here once:
+environment wrapping and sharding, the jitted chunk of training steps, the evaluation and metrics
+schedule, `progress_fn` and `policy_params_fn`, orbax checkpoints with exact resume, and the
+non-finite guard.
+
+Determinism: training step `t` (a 64-bit index) draws its randomness from `fold_in(train_key, t)`,
+so results do not depend on how steps are grouped into jitted chunks (evaluation intervals, metric
+intervals, or a save/restore in between). The batch is sharded over devices along the environment
+axis with `jax.sharding`; agents write every computation for the global batch, so 1, 2 or 4 devices
+compute the same thing up to floating-point summation order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, NamedTuple, TypeVar
+
+import brax_envs
+import jax
+import jax.numpy as jnp
+import numpy as np
+from brax_envs import wrappers
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from brax_train import acting, checkpoint, networks
+from brax_train.types import Metrics, PRNGKey, UInt64
+
+logger = logging.getLogger("brax_train.runner")
+
+AXIS = "dev"
+"""Name of the device axis the environment batch is sharded over."""
+
+State = TypeVar("State")
+Params = TypeVar("Params")
+
+NONFINITE = "nonfinite"
+"""Metric key of an update's non-finite code: 0 fine, else a key of `NONFINITE_QUANTITIES`."""
+NONFINITE_QUANTITIES = {1: "loss", 2: "gradients", 3: "parameters", 4: "normalizer statistics"}
+"""What a non-zero `NONFINITE` code names in `NonFiniteError`."""
+
+
+def P(*axes: str | None) -> PartitionSpec:
+    """A `PartitionSpec` (typed wrapper)."""
+    return PartitionSpec(*axes)  # type: ignore[no-untyped-call]
+
+
+def constrain(x: Any, sharding: Any) -> Any:
+    """`jax.lax.with_sharding_constraint` (typed wrapper)."""
+    return jax.lax.with_sharding_constraint(x, sharding)  # type: ignore[no-untyped-call]
+
+
+def key_at(key: PRNGKey, index: UInt64) -> PRNGKey:
+    """The key of training step (or env step) `index`: independent of how steps are chunked."""
+    return jax.random.fold_in(jax.random.fold_in(key, index.hi), index.lo)
+
+
+def all_finite(tree: Any) -> jax.Array:
+    """() bool: every inexact leaf of `tree` is finite."""
+    ok = jnp.asarray(True)
+    for leaf in jax.tree.leaves(tree):
+        if jnp.issubdtype(leaf.dtype, jnp.inexact):
+            ok = ok & jnp.all(jnp.isfinite(leaf))
+    return ok
+
+
+class TrainResult(NamedTuple):
+    """What `train` returns: `make_policy, params, metrics = agent.train(...)`."""
+
+    make_policy: Callable[..., Any]
+    """`make_policy(params, deterministic=False) -> policy(obs, key) -> (action, extras)`."""
+    params: Any
+    """Final policy parameters (what `make_policy` and checkpoints take)."""
+    metrics: dict[str, float]
+    """Metrics of the last evaluation (or training-metrics report)."""
+
+
+class NonFiniteError(FloatingPointError):
+    """Training produced a non-finite loss, gradient or parameter; the message names step and checkpoint."""
+
+    def __init__(self, message: str, *, step: int, quantity: str, last_checkpoint: str | None) -> None:
+        """Record the offending env step, the quantity and the last good checkpoint."""
+        super().__init__(message)
+        self.step = step
+        self.quantity = quantity
+        self.last_checkpoint = last_checkpoint
+
+
+@dataclasses.dataclass(frozen=True)
+class Agent(Generic[State, Params]):
+    """A training algorithm as a pure pair in optax's shape, plus what the runner needs to host it."""
+
+    init: Callable[[PRNGKey], State]
+    """`init(key) -> state`: fresh learner state; `key` is the same on every process."""
+    update: Callable[[State, brax_envs.State, PRNGKey], tuple[State, brax_envs.State, dict[str, jax.Array]]]
+    """`update(state, env_state, key) -> (state, env_state, metrics)`: one training step (traceable).
+
+    Metrics are scalars averaged over the step, except `episode_count`, `episode_sum/*` (summed)
+    and `NONFINITE` (an int code)."""
+    policy_params: Callable[[State], Params]
+    """The parameters `make_policy` takes (and checkpoints' `params` item holds)."""
+    make_policy: Callable[..., Any]
+    """`make_policy(params, deterministic=False) -> policy`."""
+    env_steps_per_update: int
+    """Environment steps (action repeats included) one `update` consumes."""
+    warm_start: Callable[[State, Params], State]
+    """`warm_start(state, params) -> state` starting from given policy parameters (fresh optimizer)."""
+    full_resume: bool = True
+    """Resume restores the whole state from a checkpoint; False: only `warm_start` from its params."""
+    meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """JSON metadata stored in every checkpoint (e.g. the network description)."""
+
+
+class Setup(NamedTuple):
+    """What the runner hands an agent factory: the wrapped training environment and its placement."""
+
+    env: brax_envs.Env
+    """The wrapped, batched training environment."""
+    observation_size: brax_envs.ObservationSize
+    """Its observation size (`brax_envs.observation_size_of`)."""
+    state_shape: brax_envs.State
+    """Abstract batched environment state (shapes, `info` keys)."""
+    mesh: Mesh
+    """The device mesh (one axis, `AXIS`)."""
+    env_shardings: Any
+    """Shardings of the environment state: the environment axis split over `AXIS`."""
+
+
+MakeAgent = Callable[[Setup], Agent[Any, Any]]
+"""`make_agent(setup) -> Agent`."""
+
+
+class _Schedule(NamedTuple):
+    """The run's schedule in training steps."""
+
+    epoch: int  # between full resets
+    eval: int  # between evaluations
+    metrics: int  # between training-metric reports (0: none)
+    chunk: int  # training steps per jitted call
+    total: int  # training steps this call runs
+    first_index: int  # index of the first training step this call runs
+
+    @staticmethod
+    def of(c: Any, step: int, env_steps_per_update: int) -> _Schedule:
+        resets = max(c.num_resets_per_eval, 1)
+        intervals = max(c.num_evals - 1, 1)
+        remaining = max(c.num_timesteps - step, 0)
+        epoch = math.ceil(remaining / (intervals * env_steps_per_update * resets))
+        metrics = 0
+        if c.log_training_metrics:
+            metrics = max(
+                1, math.ceil((c.training_metrics_steps or env_steps_per_update) / env_steps_per_update)
+            )
+        chunk = math.gcd(epoch, metrics) if metrics else epoch
+        return _Schedule(
+            epoch, epoch * resets, metrics, chunk, intervals * epoch * resets, step // env_steps_per_update
+        )
+
+
+def wrap_env(
+    environment: brax_envs.Env, c: Any, num_envs: int, key: PRNGKey, per_episode: bool = False
+) -> brax_envs.Env:
+    """Training/eval wrapping as in Brax: `randomization_fn` gets one key per environment as `rng=`.
+
+    Once per run the keys are split from `key` here; with `per_episode` the wrappers pass each
+    reset's keys instead (`key` is unused, so the once-per-run key stream is unchanged).
+    """
+    if not c.wrap_env:
+        return environment
+    randomization_fn = None
+    if c.randomization_fn is not None:
+        randomization_fn = (
+            c.randomization_fn
+            if per_episode
+            else functools.partial(c.randomization_fn, rng=jax.random.split(key, num_envs))
+        )
+    assert c.episode_length is not None
+    if c.wrap_env_fn is not None:
+        env: brax_envs.Env = c.wrap_env_fn(
+            environment,
+            episode_length=c.episode_length,
+            action_repeat=c.action_repeat,
+            randomization_fn=randomization_fn,
+        )
+        return env
+    return wrappers.wrap_for_training(
+        environment,
+        episode_length=c.episode_length,
+        action_repeat=c.action_repeat,
+        randomization_fn=randomization_fn,
+        randomize_per_episode=per_episode,
+    )
+
+
+def _env_shardings(tree: Any, num_envs: int, mesh: Mesh) -> Any:
+    shard, repl = NamedSharding(mesh, P(AXIS)), NamedSharding(mesh, P())
+    return jax.tree.map(lambda x: shard if x.ndim >= 1 and x.shape[0] == num_envs else repl, tree)
+
+
+def local_devices(c: Any) -> list[jax.Device]:
+    """The local devices a run uses (`max_devices_per_host` caps them)."""
+    local: list[jax.Device] = jax.local_devices()
+    return local[: min(len(local), c.max_devices_per_host or len(local))]
+
+
+class _Keys(NamedTuple):
+    agent: PRNGKey  # same on every process: parameters start equal
+    train: PRNGKey
+    env: PRNGKey
+    eval: PRNGKey
+    reset: PRNGKey
+
+
+def _keys(seed: int) -> _Keys:
+    global_key, local_key = jax.random.split(jax.random.PRNGKey(seed))
+    local_key = jax.random.fold_in(local_key, jax.process_index())
+    train_key, key_env, eval_key, reset_key = jax.random.split(local_key, 4)
+    return _Keys(global_key, train_key, key_env, eval_key, reset_key)
+
+
+@dataclasses.dataclass
+class _Run:
+    """The host side of a run: devices, environments, the agent and its mutable progress."""
+
+    c: Any
+    devices: list[jax.Device]
+    mesh: Mesh
+    keys: _Keys
+    env: brax_envs.Env
+    env_shardings: Any
+    reset_fn: Callable[[jax.Array], brax_envs.State]
+    agent: Agent[Any, Any]
+    state: Any
+    env_state: brax_envs.State
+    train_key: PRNGKey
+    step: int = 0
+    last_checkpoint: str | None = None
+    observation_size: brax_envs.ObservationSize = 0
+
+    def reset(self, index: int) -> None:
+        """Full reset of every training environment, keyed by training-step index."""
+        keys = jax.random.split(key_at(self.keys.reset, UInt64.from_int(index)), self.c.num_envs)
+        self.env_state = self.reset_fn(jax.device_put(keys, NamedSharding(self.mesh, P(AXIS))))
+
+    def params(self) -> Any:
+        """The agent's current policy parameters."""
+        return self.agent.policy_params(self.state)
+
+
+def _setup(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> _Run:
+    devices = local_devices(c)
+    mesh = Mesh(np.array(devices), (AXIS,))
+    keys = _keys(c.seed)
+    key_rand, key_reset0 = jax.random.split(keys.env)
+    env = wrap_env(environment, c, c.num_envs, key_rand, per_episode=c.randomize_per_episode)
+    reset_keys = jax.random.split(key_reset0, c.num_envs)
+    state_shape = jax.eval_shape(env.reset, reset_keys)
+    env_shardings = _env_shardings(state_shape, c.num_envs, mesh)
+    reset_fn = jax.jit(env.reset, out_shardings=env_shardings)
+    env_state = reset_fn(jax.device_put(reset_keys, NamedSharding(mesh, P(AXIS))))
+    one_obs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), state_shape.obs)
+    obs_size = brax_envs.observation_size_of(one_obs)
+    agent = make_agent(Setup(env, obs_size, state_shape, mesh, env_shardings))
+    run = _Run(
+        c,
+        devices,
+        mesh,
+        keys,
+        env,
+        env_shardings,
+        reset_fn,
+        agent,
+        agent.init(keys.agent),
+        env_state,
+        keys.train,
+        observation_size=obs_size,
+    )
+    if c.restore_checkpoint_path is not None:
+        _restore(run)
+    return run
+
+
+def _restore(run: _Run) -> None:
+    step_dir = checkpoint.resolve(run.c.restore_checkpoint_path)
+    run.last_checkpoint = os.fspath(step_dir)
+    meta = checkpoint.read_meta(step_dir)
+    ours, theirs = run.agent.meta.get("network", {}), meta.get("network", {})
+    if ours and theirs and ours.get("kwargs") != theirs.get("kwargs"):
+        raise checkpoint.CheckpointMismatchError(
+            f"{step_dir}: the checkpoint's networks differ from this run's: {theirs.get('kwargs')} vs "
+            f"{ours.get('kwargs')}"
+        )
+    params = checkpoint.restore_item(step_dir, "params", run.params())
+    if not run.agent.full_resume:
+        logger.info("warm start from the policy in %s (everything else starts fresh)", step_dir)
+        run.state = run.agent.warm_start(run.state, params)
+        return
+    target = {"agent_state": run.state, "train_key": run.train_key, "env_state": run.env_state}
+    try:
+        restored = checkpoint.restore_item(step_dir, "train_state", target)
+    except checkpoint.CheckpointMismatchError as e:
+        logger.warning("%s; resuming with fresh optimizer state and environments", e)
+        restored = {**target, "agent_state": run.agent.warm_start(run.state, params)}
+    run.state = restored["agent_state"]
+    run.train_key = restored["train_key"]
+    run.env_state = jax.device_put(restored["env_state"], run.env_shardings)
+    run.step = int(meta["step"])
+    logger.info("resuming from %s at env step %d", step_dir, run.step)
+
+
+def _chunk_fn(run: _Run) -> Callable[..., tuple[Any, brax_envs.State, dict[str, jax.Array]]]:
+    """The jitted scan of `length` training steps starting at index `first`."""
+    repl = NamedSharding(run.mesh, P())
+    update, env_shardings = run.agent.update, run.env_shardings
+
+    def chunk(
+        s: Any, env_state: brax_envs.State, key_base: PRNGKey, first: UInt64, length: int
+    ) -> tuple[Any, brax_envs.State, dict[str, jax.Array]]:
+        def body(carry: tuple[Any, brax_envs.State], i: jax.Array) -> tuple[Any, dict[str, jax.Array]]:
+            s, env_state = carry
+            s, env_state, metrics = update(s, env_state, key_at(key_base, first.add(i)))
+            return (s, env_state), metrics
+
+        (s, env_state), metrics = jax.lax.scan(body, (s, env_state), jnp.arange(length, dtype=jnp.uint32))
+        s = constrain(s, jax.tree.map(lambda _: repl, s))
+        env_state = constrain(env_state, env_shardings)
+        return s, env_state, metrics
+
+    donate = (0, 1) if run.devices[0].platform != "cpu" else ()
+    return jax.jit(chunk, static_argnames=("length",), donate_argnums=donate)
+
+
+def _evaluator(run: _Run, environment: brax_envs.Env) -> acting.Evaluator | None:
+    c = run.c
+    if not (c.num_evals > 0 and c.run_evals):
+        return None
+    # Evaluation measures each eval env's first episode only (`EvalWrapper`), so re-drawing at
+    # auto-resets would never be seen there: it keeps the once-per-run draw of `num_eval_envs` systems.
+    eval_env = wrap_env(c.eval_env or environment, c, c.num_eval_envs, jax.random.fold_in(run.keys.eval, 1))
+    assert c.episode_length is not None
+    return acting.Evaluator(
+        eval_env,
+        functools.partial(run.agent.make_policy, deterministic=c.deterministic_eval),
+        num_eval_envs=c.num_eval_envs,
+        episode_length=c.episode_length,
+        action_repeat=c.action_repeat,
+        key=run.keys.eval,
+    )
+
+
+class _Host:
+    """Evaluation, reporting and checkpointing of one run (host side, no tracing)."""
+
+    def __init__(self, run: _Run, environment: brax_envs.Env) -> None:
+        self.run = run
+        self.evaluator = _evaluator(run, environment)
+        c = run.c
+        self.saver = None
+        if c.save_checkpoint_path is not None:
+            self.saver = checkpoint.Saver(c.save_checkpoint_path, max_to_keep=c.checkpoint_max_to_keep)
+        shapes = networks.observation_size_to_json(networks.observation_shapes(run.observation_size))
+        self.meta = {
+            "config": c.to_json(),
+            **run.agent.meta,
+            "env_steps_per_training_step": run.agent.env_steps_per_update,
+            "observation_shapes": shapes,
+            "action_size": run.env.action_size,
+        }
+
+    def save(self, at_step: int) -> None:
+        """Write a checkpoint of the current state at env step `at_step`."""
+        run = self.run
+        if self.saver is None:
+            return
+        meta = {**self.meta, "step": at_step, "training_step": at_step // run.agent.env_steps_per_update}
+        train_state = {"agent_state": run.state, "train_key": run.train_key, "env_state": run.env_state}
+        run.last_checkpoint = os.fspath(self.saver.save(at_step, run.params(), train_state, meta))
+
+    def evaluate(self, at_step: int, training_metrics: dict[str, float]) -> dict[str, float]:
+        """Evaluation metrics at `at_step` merged with `training_metrics`."""
+        if self.evaluator is None:
+            return dict(training_metrics)
+        key = key_at(jax.random.fold_in(self.run.keys.eval, 2), UInt64.from_int(at_step))
+        params = jax.device_put(self.run.params(), self.run.devices[0])
+        return self.evaluator.run_evaluation(params, training_metrics, key)
+
+    def report(self, at_step: int, metrics: Metrics) -> None:
+        """Log and pass to `progress_fn`."""
+        logger.info("step %d: %s", at_step, metrics)
+        if self.run.c.progress_fn is not None:
+            self.run.c.progress_fn(at_step, metrics)
+
+    def policy_params(self, at_step: int) -> None:
+        """Call `policy_params_fn(step, make_policy, params)` if given."""
+        if self.run.c.policy_params_fn is not None:
+            self.run.c.policy_params_fn(at_step, self.run.agent.make_policy, self.run.params())
+
+    def close(self) -> None:
+        """Finish pending checkpoint writes."""
+        if self.saver is not None:
+            self.saver.close()
+
+
+class _Window:
+    """Sums of per-step metrics between two reports."""
+
+    def __init__(self) -> None:
+        self.sums: dict[str, float] = {}
+        self.steps = 0
+        self.seconds = 0.0
+
+    def add(self, m: Mapping[str, Any], steps: int, seconds: float) -> None:
+        for k, v in m.items():
+            self.sums[k] = self.sums.get(k, 0.0) + float(np.sum(np.asarray(v, np.float64)))
+        self.steps += steps
+        self.seconds += seconds
+
+    def metrics(self, walltime: float, env_steps_per_update: int) -> dict[str, float]:
+        """`training/*` means per step and `episode/*` means per finished episode."""
+        out: dict[str, float] = {}
+        count = self.sums.get("episode_count", 0.0)
+        for k, v in self.sums.items():
+            if k.startswith("episode_sum/"):
+                if count > 0:
+                    out["episode/" + k.removeprefix("episode_sum/")] = v / count
+            elif k != "episode_count":
+                out["training/" + k] = v / max(self.steps, 1)
+        out["episode/count"] = count
+        sps = self.steps * env_steps_per_update / self.seconds if self.seconds > 0 else float("inf")
+        out["training/sps"] = sps
+        out["training/walltime"] = walltime
+        return out
+
+
+def _check_finite(m: dict[str, Any], run: _Run) -> None:
+    codes = np.asarray(m.pop(NONFINITE, 0))
+    if np.any(codes):
+        i = int(np.argmax(np.ravel(codes) > 0))
+        quantity = NONFINITE_QUANTITIES[int(np.ravel(codes)[i])]
+        at = run.step + (i + 1) * run.agent.env_steps_per_update
+        where = run.last_checkpoint if run.last_checkpoint is not None else "none (no checkpoint saved yet)"
+        raise NonFiniteError(
+            f"non-finite {quantity} in the training step ending at env step {at} (training stopped); "
+            f"last good checkpoint: {where}",
+            step=at,
+            quantity=quantity,
+            last_checkpoint=run.last_checkpoint,
+        )
+
+
+def _loop(run: _Run, host: _Host) -> dict[str, float]:
+    """Run the schedule: chunks of training steps, resets, reports, evaluations and checkpoints."""
+    c, per_update = run.c, run.agent.env_steps_per_update
+    sched = _Schedule.of(c, run.step, per_update)
+    chunk_fn = _chunk_fn(run)
+    repl = NamedSharding(run.mesh, P())
+    metrics: dict[str, float] = {}
+    if c.num_evals > 1 and host.evaluator is not None:
+        metrics = host.evaluate(run.step, {})
+        host.report(run.step, metrics)
+    host.policy_params(run.step)
+    window, training_metrics, walltime, done = _Window(), {}, 0.0, 0
+    while done < sched.total:
+        t0 = time.perf_counter()
+        first = jax.device_put(UInt64.from_int(sched.first_index + done), repl)
+        run.state, run.env_state, m = chunk_fn(
+            run.state, run.env_state, run.train_key, first, length=sched.chunk
+        )
+        m = jax.device_get(m)
+        dt = time.perf_counter() - t0
+        if done == 0:
+            logger.info("first chunk (compile + run) took %.1f s", dt)
+        walltime += dt
+        _check_finite(m, run)
+        done += sched.chunk
+        run.step += sched.chunk * per_update
+        window.add(m, sched.chunk, dt)
+        training_metrics = window.metrics(walltime, per_update)
+        if c.num_resets_per_eval > 0 and done % sched.epoch == 0:
+            run.reset(sched.first_index + done)
+        at_metrics = bool(sched.metrics) and done % sched.metrics == 0
+        at_eval = done % sched.eval == 0
+        if at_metrics:
+            host.report(run.step, training_metrics)
+        if at_metrics or at_eval:
+            window = _Window()
+        if at_eval:
+            host.policy_params(run.step)
+            host.save(run.step)
+            metrics = host.evaluate(run.step, training_metrics) if c.num_evals > 0 else training_metrics
+            if c.num_evals > 0:
+                host.report(run.step, metrics)
+        elif at_metrics and c.num_evals == 0:
+            host.save(run.step)
+            metrics = training_metrics
+    return metrics
+
+
+def run(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> TrainResult:
+    """Train the agent `make_agent` builds on `environment` under the run settings of config `c`.
+
+    `c` is an agent's validated config (a `RunConfig` subclass). Returns the final policy.
+    """
+    t_start = time.perf_counter()
+    with jax.default_matmul_precision(c.matmul_precision):
+        r = _setup(environment, c, make_agent)
+        if getattr(c, "restore_params", None) is not None:
+            r.state = r.agent.warm_start(r.state, c.restore_params)
+        r.state = jax.device_put(r.state, NamedSharding(r.mesh, P()))
+        r.train_key = jax.device_put(r.train_key, NamedSharding(r.mesh, P()))
+        if c.num_timesteps == 0:
+            return TrainResult(r.agent.make_policy, r.params(), {})
+        host = _Host(r, environment)
+        try:
+            metrics = _loop(r, host)
+        finally:
+            host.close()
+    logger.info("trained to env step %d in %.1f s", r.step, time.perf_counter() - t_start)
+    return TrainResult(r.agent.make_policy, r.params(), metrics)
+
+
+__all__ = [
+    "AXIS",
+    "NONFINITE",
+    "NONFINITE_QUANTITIES",
+    "Agent",
+    "MakeAgent",
+    "NonFiniteError",
+    "Setup",
+    "TrainResult",
+    "all_finite",
+    "constrain",
+    "key_at",
+    "local_devices",
+    "run",
+    "wrap_env",
+]
