@@ -493,3 +493,12 @@ def test_randomize_per_episode_validation() -> None:
         train(fast(), **small, randomize_per_episode=1)
     assert PPOConfig().randomize_per_episode is False
     assert PPOConfig(randomize_per_episode=True).to_json()["randomize_per_episode"] is True
+
+
+def test_value_clipping_trains() -> None:
+    """`clipping_epsilon_value` is live: it clips around the rollout-time value (was a KeyError)."""
+    kw: dict[str, Any] = {**BASE, "num_timesteps": 2 * STEP, "num_evals": 0, "seed": 4}
+    clipped = train(fast(), **kw, clipping_epsilon_value=1e-3)
+    free = train(fast(), **kw)
+    assert all(np.all(np.isfinite(np.asarray(x))) for x in jax.tree.leaves(clipped.params))
+    assert not leaves_equal(clipped.params.value, free.params.value)

@@ -1,0 +1,82 @@
+"""The runner hosts any `(init, update)` pair: schedule, reports, NaN guard and exact resume with a toy agent."""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+from typing import Any
+
+import brax_envs
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from brax_train import acting, runner
+from brax_train.config import RunConfig
+from brax_train.types import PRNGKey
+
+UNROLL = 5
+NUM_ENVS = 4
+PER_UPDATE = UNROLL * NUM_ENVS
+
+
+def _toy_agent(setup: runner.Setup, bad_step: int | None = None) -> runner.Agent[Any, Any]:
+    """A random-search agent: perturb a linear policy, keep the sign of the reward change."""
+    obs, act = int(setup.observation_size), setup.env.action_size  # type: ignore[call-overload]
+
+    def make_policy(params: Any, deterministic: bool = False) -> Any:
+        del deterministic
+        return lambda o, key: (jnp.tanh(o @ params["w"]), {})
+
+    def init(key: PRNGKey) -> dict[str, jax.Array]:
+        return {"w": 0.1 * jax.random.normal(key, (obs, act)), "updates": jnp.zeros((), jnp.int32)}
+
+    def update(s: Any, env_state: brax_envs.State, key: PRNGKey) -> tuple[Any, brax_envs.State, Any]:
+        k_noise, k_unroll = jax.random.split(key)
+        env_state, data = acting.generate_unroll(setup.env, env_state, make_policy(s), k_unroll, UNROLL)
+        w = s["w"] + 0.01 * jnp.mean(data.reward) * jax.random.normal(k_noise, s["w"].shape)
+        code = jnp.where(s["updates"] + 1 == bad_step, 3, 0) if bad_step else jnp.zeros((), jnp.int32)
+        metrics = {"reward": jnp.mean(data.reward), runner.NONFINITE: code}
+        return {"w": w, "updates": s["updates"] + 1}, env_state, metrics
+
+    return runner.Agent(
+        init=init,
+        update=update,
+        policy_params=lambda s: s["w"],
+        make_policy=lambda w, deterministic=False: make_policy({"w": w}),
+        env_steps_per_update=PER_UPDATE,
+        warm_start=lambda s, w: {**s, "w": w},
+    )
+
+
+def _run(bad_step: int | None = None, **kw: Any) -> runner.TrainResult:
+    c = RunConfig(num_envs=NUM_ENVS, episode_length=20, num_eval_envs=2, seed=3, **kw)
+    return runner.run(brax_envs.get_environment("fast"), c, functools.partial(_toy_agent, bad_step=bad_step))
+
+
+def test_schedule_and_reports() -> None:
+    """Evaluations at step 0 and at each interval; training metrics at their own interval."""
+    reports: list[tuple[int, dict[str, float]]] = []
+    _run(num_timesteps=8 * PER_UPDATE, num_evals=3, log_training_metrics=True,
+         training_metrics_steps=2 * PER_UPDATE, progress_fn=lambda s, m: reports.append((s, dict(m))))
+    steps = [s for s, _ in reports]
+    assert steps == [0, 2, 4, 4, 6, 8, 8] * np.int64(PER_UPDATE)
+    evals = [m for _, m in reports if "eval/episode_reward" in m]
+    assert len(evals) == 3
+    assert all("training/reward" in m and np.isfinite(m["training/reward"]) for _, m in reports[1:])
+
+
+def test_nonfinite_code_stops_training_naming_step_and_quantity() -> None:
+    """An update reporting a non-finite code raises `NonFiniteError` at that update's end step."""
+    with pytest.raises(runner.NonFiniteError, match=rf"non-finite parameters .* env step {3 * PER_UPDATE}"):
+        _run(bad_step=3, num_timesteps=6 * PER_UPDATE, num_evals=0)
+
+
+def test_resume_of_a_generic_agent_is_bit_exact(tmp_path: pathlib.Path) -> None:
+    """Stop half way with a checkpoint, resume: the final parameters equal an uninterrupted run's."""
+    full = _run(num_timesteps=8 * PER_UPDATE, num_evals=3)
+    _run(num_timesteps=4 * PER_UPDATE, num_evals=3, save_checkpoint_path=tmp_path)
+    resumed = _run(num_timesteps=8 * PER_UPDATE, num_evals=3, restore_checkpoint_path=tmp_path)
+    assert np.array_equal(np.asarray(resumed.params), np.asarray(full.params))
+    assert not np.array_equal(np.asarray(full.params), np.asarray(_run(num_timesteps=0).params))
