@@ -43,10 +43,10 @@ def _toy_agent(setup: runner.Setup, bad_step: int | None = None) -> runner.Agent
     return runner.Agent(
         init=init,
         update=update,
-        policy_params=lambda s: s["w"],
-        make_policy=lambda w, deterministic=False: make_policy({"w": w}),
+        policy_params=lambda s: {"w": s["w"]},
+        make_policy=make_policy,
         env_steps_per_update=PER_UPDATE,
-        warm_start=lambda s, w: {**s, "w": w},
+        warm_start=lambda s, p: {**s, "w": p["w"]},
     )
 
 
@@ -61,7 +61,7 @@ def test_schedule_and_reports() -> None:
     _run(num_timesteps=8 * PER_UPDATE, num_evals=3, log_training_metrics=True,
          training_metrics_steps=2 * PER_UPDATE, progress_fn=lambda s, m: reports.append((s, dict(m))))
     steps = [s for s, _ in reports]
-    assert steps == [0, 2, 4, 4, 6, 8, 8] * np.int64(PER_UPDATE)
+    assert steps == [PER_UPDATE * k for k in (0, 2, 4, 4, 6, 8, 8)]
     evals = [m for _, m in reports if "eval/episode_reward" in m]
     assert len(evals) == 3
     assert all("training/reward" in m and np.isfinite(m["training/reward"]) for _, m in reports[1:])
@@ -78,5 +78,5 @@ def test_resume_of_a_generic_agent_is_bit_exact(tmp_path: pathlib.Path) -> None:
     full = _run(num_timesteps=8 * PER_UPDATE, num_evals=3)
     _run(num_timesteps=4 * PER_UPDATE, num_evals=3, save_checkpoint_path=tmp_path)
     resumed = _run(num_timesteps=8 * PER_UPDATE, num_evals=3, restore_checkpoint_path=tmp_path)
-    assert np.array_equal(np.asarray(resumed.params), np.asarray(full.params))
-    assert not np.array_equal(np.asarray(full.params), np.asarray(_run(num_timesteps=0).params))
+    assert np.array_equal(resumed.params["w"], full.params["w"])
+    assert not np.array_equal(full.params["w"], _run(num_timesteps=0).params["w"])

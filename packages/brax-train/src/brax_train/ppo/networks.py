@@ -68,6 +68,18 @@ def _jsonable(value: Any, what: str, notes: list[str]) -> Any:
     return value
 
 
+def _normalizes(preprocess: Any, notes: list[str]) -> bool:
+    """Whether `preprocess` is the running-statistics normalizer (noting it when it is not recordable)."""
+    if preprocess is running_statistics.normalize:
+        return True
+    if preprocess is not networks.identity_observation_preprocessor:
+        notes.append(
+            f"preprocess_observations_fn={preprocess!r} is neither "
+            "running_statistics.normalize nor the identity; pass network_factory= to load_policy"
+        )
+    return False
+
+
 def make_ppo_networks(
     observation_size: Any,
     action_size: int,
@@ -128,16 +140,7 @@ def make_ppo_networks(
     )
 
     notes: list[str] = []
-    if preprocess_observations_fn is running_statistics.normalize:
-        normalize = True
-    elif preprocess_observations_fn is networks.identity_observation_preprocessor:
-        normalize = False
-    else:
-        normalize = False
-        notes.append(
-            f"preprocess_observations_fn={preprocess_observations_fn!r} is neither "
-            "running_statistics.normalize nor the identity; pass network_factory= to load_policy"
-        )
+    normalize = _normalizes(preprocess_observations_fn, notes)
     kwargs = {
         "observation_size": networks.observation_size_to_json(observation_size),
         "action_size": action_size,
