@@ -1,4 +1,4 @@
-"""The runner hosts any `(init, update)` pair: schedule, reports, NaN guard and exact resume with a toy agent."""
+"""The runner hosts any `(init, update)` pair: schedule, reports, NaN guard, exact resume (a toy agent)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ PER_UPDATE = UNROLL * NUM_ENVS
 
 def _toy_agent(setup: runner.Setup, bad_step: int | None = None) -> runner.Agent[Any, Any]:
     """A random-search agent: perturb a linear policy, keep the sign of the reward change."""
-    obs, act = int(setup.observation_size), setup.env.action_size  # type: ignore[call-overload]
+    obs, act = setup.observation_size, setup.env.action_size
+    assert isinstance(obs, int)
 
     def make_policy(params: Any, deterministic: bool = False) -> Any:
         del deterministic
@@ -58,8 +59,13 @@ def _run(bad_step: int | None = None, **kw: Any) -> runner.TrainResult:
 def test_schedule_and_reports() -> None:
     """Evaluations at step 0 and at each interval; training metrics at their own interval."""
     reports: list[tuple[int, dict[str, float]]] = []
-    _run(num_timesteps=8 * PER_UPDATE, num_evals=3, log_training_metrics=True,
-         training_metrics_steps=2 * PER_UPDATE, progress_fn=lambda s, m: reports.append((s, dict(m))))
+    _run(
+        num_timesteps=8 * PER_UPDATE,
+        num_evals=3,
+        log_training_metrics=True,
+        training_metrics_steps=2 * PER_UPDATE,
+        progress_fn=lambda s, m: reports.append((s, dict(m))),
+    )
     steps = [s for s, _ in reports]
     assert steps == [PER_UPDATE * k for k in (0, 2, 4, 4, 6, 8, 8)]
     evals = [m for _, m in reports if "eval/episode_reward" in m]

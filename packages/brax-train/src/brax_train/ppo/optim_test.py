@@ -22,7 +22,7 @@ def _standard_promotion() -> Any:
         yield
 
 
-def _grads(i: int) -> dict[str, jax.Array]:
+def _grads(i: int) -> Any:
     return jax.tree.map(lambda x: jax.random.normal(jax.random.PRNGKey(i), x.shape), PARAMS)
 
 
