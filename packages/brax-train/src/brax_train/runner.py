@@ -266,7 +266,7 @@ def _setup(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> _Run:
     env_shardings = _env_shardings(state_shape, c.num_envs, mesh)
     reset_fn = jax.jit(env.reset, out_shardings=env_shardings)
     env_state = reset_fn(jax.device_put(reset_keys, NamedSharding(mesh, P(AXIS))))
-    one_obs = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), state_shape.obs)
+    one_obs = jax.eval_shape(lambda obs: jax.tree.map(lambda x: x[0], obs), state_shape.obs)
     obs_size = brax_envs.observation_size_of(one_obs)
     agent = make_agent(Setup(env, obs_size, state_shape, mesh, env_shardings))
     run = _Run(
