@@ -99,7 +99,7 @@ class Evaluator:
 
             # Blocks of steps until every first episode has ended: after that EvalWrapper's totals
             # no longer change, so stopping early gives the same metrics as stepping to the end
-            # (early in training, when episodes end after a few dozen steps, evaluation is ~10x faster).
+            # (early in training most episodes end long before the time limit).
             def cond(carry: tuple[jax.Array, brax_envs.State, PRNGKey]) -> jax.Array:
                 i, st, _ = carry
                 return (i < n_blocks) & active(st)
