@@ -139,10 +139,10 @@ BACKENDS: dict[str, Callable[[str, int, int, int], tuple[float, float, int]]] = 
 # default concurrency-optimized scheduler places MJX's two independent Cholesky calls side by side;
 # once as many are in flight as the pool has threads (2 on a 2-core machine), every thread waits in
 # `jax::ParallelBatchMap` and none is left to run the chunks. The memory-minimizing schedule keeps
-# them apart: MJX ant at batch 1024 ran 300 rollouts clean where the default wedged within 10.
-# Empirical, not a guarantee (no XLA flag sizes the pool or serializes thunks). Only the backends
-# listed get it: ours chains its batched LAPACK calls within a step (brax_physics._src.linalg) and
-# runs as users run it; each row names the flags it ran with.
+# them apart, which in practice avoids the deadlock; that is observed, not guaranteed (no XLA flag
+# sizes the pool or serializes thunks). Only the backends listed get it: ours chains its batched
+# LAPACK calls within a step (brax_physics._src.linalg) and runs as users run it; each row names the
+# flags it ran with.
 _CHILD_XLA_FLAGS = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 _NEEDS_CHILD_FLAGS = frozenset({"brax_mjx"})
 

@@ -18,7 +18,8 @@ import sys
 import time
 from typing import Any
 
-# Brax training-notebook settings, scaled for a 2-core CPU as in issue 7.
+# Google Brax's training-notebook settings, with step counts (and ant's batch sizes) scaled down so
+# a run finishes on a 2-core CPU; both implementations get the same settings.
 SETTINGS: dict[str, dict[str, Any]] = {
     "inverted_pendulum": dict(
         num_timesteps=820_000,

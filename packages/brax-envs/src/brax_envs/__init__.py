@@ -3,7 +3,15 @@
 from importlib.metadata import PackageNotFoundError, version
 
 from brax_envs import testing, wrappers
-from brax_envs.base import Env, Observation, ObservationSize, PipelineEnv, State, Wrapper
+from brax_envs.base import (
+    Env,
+    Observation,
+    ObservationSize,
+    PipelineEnv,
+    State,
+    Wrapper,
+    observation_size_of,
+)
 from brax_envs.registry import (
     UnknownEnvironmentError,
     create,
@@ -28,6 +36,7 @@ __all__ = [
     "__version__",
     "create",
     "get_environment",
+    "observation_size_of",
     "register_environment",
     "registered_environments",
     "testing",

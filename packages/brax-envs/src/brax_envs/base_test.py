@@ -68,6 +68,19 @@ def test_dict_observations() -> None:
     check_env(env)
 
 
+def test_observation_size_of_arrays_dicts_and_abstract_values() -> None:
+    size_of = brax_envs.observation_size_of
+    assert size_of is brax_envs.base.observation_size_of
+    assert size_of(jnp.zeros(5)) == 5 and type(size_of(jnp.zeros(5))) is int
+    assert size_of(np.zeros((4, 5, 3), np.float32)) == (4, 5, 3)
+    abstract = jax.eval_shape(lambda: {"state": jnp.zeros(3), "pixels": jnp.zeros((4, 5, 3), jnp.uint8)})
+    assert size_of(abstract["state"]) == 3
+    assert size_of(abstract) == {"state": (3,), "pixels": (4, 5, 3)}
+    # What Env.observation_size reports is this function applied to the abstract reset observation.
+    env = CountingEnv(dict_obs=True)
+    assert env.observation_size == size_of(env.reset(jax.random.PRNGKey(0)).obs)
+
+
 def test_pipeline_env_validates_backend_and_frames() -> None:
     with pytest.raises(ValueError, match=r"unknown backend 'mjx'.*'generalized'"):
         PendulumSwingup(backend="mjx")

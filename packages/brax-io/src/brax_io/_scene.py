@@ -5,19 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import mujoco
 import numpy as np
 
-GEOM_TYPES = {
-    0: "plane",
-    1: "hfield",
-    2: "sphere",
-    3: "capsule",
-    4: "ellipsoid",
-    5: "cylinder",
-    6: "box",
-    7: "mesh",
+GEOM_TYPES: dict[int, str] = {
+    int(mujoco.mjtGeom.mjGEOM_PLANE): "plane",
+    int(mujoco.mjtGeom.mjGEOM_HFIELD): "hfield",
+    int(mujoco.mjtGeom.mjGEOM_SPHERE): "sphere",
+    int(mujoco.mjtGeom.mjGEOM_CAPSULE): "capsule",
+    int(mujoco.mjtGeom.mjGEOM_ELLIPSOID): "ellipsoid",
+    int(mujoco.mjtGeom.mjGEOM_CYLINDER): "cylinder",
+    int(mujoco.mjtGeom.mjGEOM_BOX): "box",
+    int(mujoco.mjtGeom.mjGEOM_MESH): "mesh",
 }
-"""MuJoCo mjtGeom codes to the names used in the JSON schema and the viewer."""
+"""MuJoCo `mjtGeom` codes to the names used in the JSON schema and the viewer."""
 
 
 def _f(a: Any, decimals: int = 6) -> list[Any]:

@@ -10,6 +10,7 @@ import types
 import zlib
 from typing import Any
 
+import mujoco
 import numpy as np
 import pytest
 
@@ -99,7 +100,7 @@ def test_page_size_for_long_trajectory() -> None:
         ngeom=10,
         nbody=nbody,
         dt=0.05,
-        geom_type=(3,) * 10,
+        geom_type=(int(mujoco.mjtGeom.mjGEOM_CAPSULE),) * 10,
         geom_bodyid=tuple(range(1, 11)),
         geom_size=np.full((10, 3), 0.1),
         geom_pos=np.zeros((10, 3)),

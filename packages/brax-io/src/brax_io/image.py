@@ -2,8 +2,9 @@
 
 `render_array` draws what MuJoCo itself would draw (materials, lights, cameras, meshes): it needs the
 MuJoCo model the `System` was compiled from: `sys.mj_model`, kept by `brax_physics.load_mjcf`, or
-`model=` (the MJCF path or XML string, or the `mujoco.MjModel`) for a System built otherwise. The `System`'s geometry
-(body and geom poses, sizes, colours) overrides the model's, so a randomized system renders as simulated.
+`model=` (the MJCF path or XML string, or the `mujoco.MjModel`) for a System built otherwise. The
+`System`'s geometry (body and geom poses, sizes, colours) overrides the model's, so a randomized
+system renders as simulated.
 
 OpenGL backend: `MUJOCO_GL` when set (`egl`, `osmesa` or `glfw`); otherwise EGL when JAX sees a GPU
 and libEGL is installed, else OSMesa (software, CPU; Debian: `apt-get install libosmesa6`). PyOpenGL
@@ -296,8 +297,9 @@ def render_array(
     `states`: one `brax_physics.State` or `brax_envs.State`, a sequence of them, or one state batched
     along a leading time axis (only `q` is read). `camera`: None (a free camera following body 1), a
     camera name or id from the model, or a `mujoco.MjvCamera`. `model`: the MJCF path, XML string or
-    `mujoco.MjModel` that `sys` was compiled from (default: `sys.mj_model`). Raises `RenderingUnavailableError` when
-    no OpenGL context can be created, naming the backend tried and how to fix it.
+    `mujoco.MjModel` that `sys` was compiled from (default: `sys.mj_model`). Raises
+    `RenderingUnavailableError` when no OpenGL context can be created, naming the backend tried and
+    how to fix it.
     """
     for label, value in (("width", width), ("height", height)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:

@@ -30,6 +30,7 @@ STANDARD_ENVIRONMENTS: dict[str, type] = {
 """The standard suite by its Brax/Gym name (`brax_envs.registry` registers each)."""
 
 __all__ = [
+    "STANDARD_ENVIRONMENTS",
     "Ant",
     "Fast",
     "Halfcheetah",
@@ -41,7 +42,6 @@ __all__ = [
     "PendulumSwingup",
     "Pusher",
     "Reacher",
-    "STANDARD_ENVIRONMENTS",
     "Swimmer",
     "Walker2d",
 ]

@@ -50,7 +50,7 @@ def uniform(key: jax.Array, size: int, scale: float) -> jax.Array:
 def normalize_free_quat(sys: brax_physics.System, q: jax.Array) -> jax.Array:
     """`q` with the quaternion of every free joint renormalized (after adding position noise)."""
     for j, t in enumerate(sys.jnt_type):
-        if t == 0:  # free joint: (x, y, z, qw, qx, qy, qz)
+        if t == mujoco.mjtJoint.mjJNT_FREE:  # qpos (x, y, z, qw, qx, qy, qz)
             a = sys.jnt_qposadr[j] + 3
             quat = q[a:a + 4]
             q = q.at[a:a + 4].set(quat / jnp.linalg.norm(quat))

@@ -17,10 +17,10 @@ class Ant(PipelineEnv):
 
     Physics step 0.01 s, `n_frames=5` (`dt` 0.05 s), as Google Brax.
 
-    | | size | content |
-    |---|---|---|
-    | observation | 27 | `q[2:]` (torso z, quaternion, 8 joint angles), `qd` (14); 29 with `q[:2]` when `exclude_current_positions_from_observation=False` |
-    | action | 8 | motor controls in [-1, 1] (torque = 150 * action), order hip_4, ankle_4, hip_1, ankle_1, hip_2, ankle_2, hip_3, ankle_3 |
+    - Observation (27): `q[2:]` (torso z, quaternion, 8 joint angles), `qd` (14); 29 with `q[:2]` when
+      `exclude_current_positions_from_observation=False`.
+    - Action (8): motor controls in [-1, 1] (torque = 150 * action), order hip_4, ankle_4, hip_1, ankle_1,
+      hip_2, ankle_2, hip_3, ankle_3.
 
     | reward term (`metrics`) | value |
     |---|---|

@@ -51,14 +51,15 @@ def test_sizes_and_timestep(name: str) -> None:
     if total is not None:
         assert m.body_mass.sum() == pytest.approx(total, rel=1e-5)
     # every actuator is a joint motor with a control range
-    assert np.all(m.actuator_trntype == 0) and np.all(m.actuator_ctrllimited == 1)
+    assert np.all(m.actuator_trntype == mujoco.mjtTrn.mjTRN_JOINT) and np.all(m.actuator_ctrllimited == 1)
 
 
 def test_ant() -> None:
     m = _assets.mj_model("ant")
     assert _body_mass(m, "torso") == pytest.approx(5.0 * 4.0 / 3.0 * math.pi * 0.25**3, rel=1e-5)
     assert _body_mass(m, "aux_1") == pytest.approx(_capsule(0.08, 0.2 * math.sqrt(2), 5.0), rel=1e-5)
-    assert _body_mass(m, "front_left_foot") == pytest.approx(_capsule(0.08, 0.4 * math.sqrt(2), 5.0), rel=1e-5)
+    foot = _capsule(0.08, 0.4 * math.sqrt(2), 5.0)
+    assert _body_mass(m, "front_left_foot") == pytest.approx(foot, rel=1e-5)
     assert np.allclose(m.actuator_gear[:, 0], 150.0)
     deg = math.pi / 180
     np.testing.assert_allclose(m.jnt_range[_joint(m, "hip_1")], [-30 * deg, 30 * deg], rtol=1e-6)

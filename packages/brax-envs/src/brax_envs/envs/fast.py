@@ -18,10 +18,8 @@ class Fast(Env):
     `EpisodeWrapper` for a time limit). A random policy scores about -1 per step, a good one
     approaches 0 after ~100 steps, so learning progress is easy to detect.
 
-    | | size | content |
-    |---|---|---|
-    | observation | 2 | position, velocity |
-    | action | 1 | force, clipped to [-1, 1] |
+    - Observation (2): position, velocity.
+    - Action (1): force, clipped to [-1, 1].
 
     | reward term (`metrics`) | value |
     |---|---|

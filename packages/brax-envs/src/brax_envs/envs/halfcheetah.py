@@ -18,10 +18,10 @@ class Halfcheetah(PipelineEnv):
     Physics step 0.01 s, `n_frames=5` (`dt` 0.05 s). No termination: episodes end only by time limit
     (`EpisodeWrapper`), so `done` and `info['truncation']` stay 0 here.
 
-    | | size | content |
-    |---|---|---|
-    | observation | 17 | `q[1:]` (rootz, rooty, 6 joint angles), `qd` (9); 18 with rootx when `exclude_current_positions_from_observation=False` |
-    | action | 6 | motor controls in [-1, 1] (gears 120, 90, 60, 120, 60, 30): bthigh, bshin, bfoot, fthigh, fshin, ffoot |
+    - Observation (17): `q[1:]` (rootz, rooty, 6 joint angles), `qd` (9); 18 with rootx when
+      `exclude_current_positions_from_observation=False`.
+    - Action (6): motor controls in [-1, 1] (gears 120, 90, 60, 120, 60, 30): bthigh, bshin, bfoot, fthigh,
+      fshin, ffoot.
 
     | reward term (`metrics`) | value |
     |---|---|

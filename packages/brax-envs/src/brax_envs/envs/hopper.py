@@ -18,10 +18,9 @@ class Hopper(PipelineEnv):
     Physics step 0.002 s, `n_frames=4` (`dt` 0.008 s). The root joints sit at the torso centre, so
     the observation uses the torso height `z` (world) where Gym has `qpos[1]`.
 
-    | | size | content |
-    |---|---|---|
-    | observation | 11 | torso z, rooty angle, 3 joint angles, `clip(qd, -10, 10)` (6); 12 with rootx when `exclude_current_positions_from_observation=False` |
-    | action | 3 | motor controls in [-1, 1]: thigh, leg, foot |
+    - Observation (11): torso z, rooty angle, 3 joint angles, `clip(qd, -10, 10)` (6); 12 with rootx when
+      `exclude_current_positions_from_observation=False`.
+    - Action (3): motor controls in [-1, 1]: thigh, leg, foot.
 
     | reward term (`metrics`) | value |
     |---|---|

@@ -18,22 +18,24 @@ class Humanoid(PipelineEnv):
     Physics step 0.003 s, `n_frames=5` (`dt` 0.015 s), as Google Brax. Actions in [-1, 1] are mapped
     linearly onto the motors' ctrlrange [-0.4, 0.4] (as Brax); the control cost uses the mapped control.
 
-    | | size | content |
-    |---|---|---|
-    | observation | 244 | `q[2:]` (22), `qd` (23), MuJoCo `cinert` of the 11 bodies (110), MuJoCo `cvel` of the 11 bodies (66), `qfrc_actuator` (23); 246 with `q[:2]` when `exclude_current_positions_from_observation=False` |
-    | action | 17 | motor controls in [-1, 1]: abdomen y/z/x, right hip x/z/y, right knee, left hip x/z/y, left knee, right shoulder 1/2, right elbow, left shoulder 1/2, left elbow |
+    - Observation (244): `q[2:]` (22), `qd` (23), MuJoCo `cinert` of the 11 bodies (110), MuJoCo `cvel` of the
+      11 bodies (66), `qfrc_actuator` (23); 246 with `q[:2]` when
+      `exclude_current_positions_from_observation=False`.
+    - Action (17): motor controls in [-1, 1]: abdomen y/z/x, right hip x/z/y, right knee, left hip x/z/y, left
+      knee, right shoulder 1/2, right elbow, left shoulder 1/2, left elbow.
 
     | reward term (`metrics`) | value |
     |---|---|
-    | `reward_linvel` (= `forward_reward`) | `forward_reward_weight * (c' - c)[0] / dt`, `c` the humanoid's centre of mass |
+    | `reward_linvel` (= `forward_reward`) | `forward_reward_weight * (c' - c)[0] / dt` |
     | `reward_alive` | `healthy_reward` (times `is_healthy` when `terminate_when_unhealthy=False`) |
     | `reward_quadctrl` | `-ctrl_cost_weight * sum(ctrl**2)` with `ctrl` the mapped control |
 
-    Also reported: `x_position`, `y_position` (of `c`), `distance_from_origin`, `x_velocity`,
-    `y_velocity`. Healthy: torso z inside `healthy_z_range` (default (1.0, 2.0)); with
-    `terminate_when_unhealthy` an unhealthy state ends the episode (`done=1`, `info['truncation']` 0).
-    Reset: `q` and `qd` uniform in `[-reset_noise_scale, reset_noise_scale]` (0.01) around the
-    standing pose (torso at 1.4 m). External contact forces are not observed (as Brax).
+    `c` is the humanoid's centre of mass. Also reported: `x_position`, `y_position` (of `c`),
+    `distance_from_origin`, `x_velocity`, `y_velocity`. Healthy: torso z inside `healthy_z_range`
+    (default (1.0, 2.0)); with `terminate_when_unhealthy` an unhealthy state ends the episode
+    (`done=1`, `info['truncation']` 0). Reset: `q` and `qd` uniform in
+    `[-reset_noise_scale, reset_noise_scale]` (0.01) around the standing pose (torso at 1.4 m).
+    External contact forces are not observed (as Brax).
     """
 
     def __init__(self, forward_reward_weight: float = 1.25, ctrl_cost_weight: float = 0.1,
@@ -85,7 +87,8 @@ class Humanoid(PipelineEnv):
         metrics = {
             "forward_reward": forward, "reward_linvel": forward, "reward_quadctrl": quadctrl,
             "reward_alive": alive, "x_position": com1[0], "y_position": com1[1],
-            "distance_from_origin": jnp.linalg.norm(com1), "x_velocity": velocity[0], "y_velocity": velocity[1],
+            "distance_from_origin": jnp.linalg.norm(com1), "x_velocity": velocity[0],
+            "y_velocity": velocity[1],
         }
         return state.replace(pipeline_state=ps, obs=self._obs(ps), reward=forward + alive + quadctrl,
                              done=done, metrics=metrics)

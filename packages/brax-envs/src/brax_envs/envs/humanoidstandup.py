@@ -18,10 +18,9 @@ class HumanoidStandup(PipelineEnv):
     Physics step 0.003 s, `n_frames=5` (`dt` 0.015 s), as Google Brax. Actions in [-1, 1] are mapped
     onto the ctrlrange [-0.4, 0.4]. No termination: episodes end only by time limit.
 
-    | | size | content |
-    |---|---|---|
-    | observation | 244 | `q[2:]` (22), `qd` (23), MuJoCo `cinert` (110) and `cvel` (66) of the 11 bodies, `qfrc_actuator` (23) |
-    | action | 17 | motor controls in [-1, 1], as `humanoid` |
+    - Observation (244): `q[2:]` (22), `qd` (23), MuJoCo `cinert` (110) and `cvel` (66) of the 11 bodies,
+      `qfrc_actuator` (23).
+    - Action (17): motor controls in [-1, 1], as `humanoid`.
 
     | reward term (`metrics`) | value |
     |---|---|

@@ -26,10 +26,8 @@ class InvertedDoublePendulum(PipelineEnv):
 
     Physics step 0.01 s, `n_frames=2` (`dt` 0.02 s), as Google Brax.
 
-    | | size | content |
-    |---|---|---|
-    | observation | 8 | cart position, `sin` and `cos` of both hinge angles, `clip(qd, -10, 10)` (3) |
-    | action | 1 | cart force control in [-1, 1] (gear 500) |
+    - Observation (8): cart position, `sin` and `cos` of both hinge angles, `clip(qd, -10, 10)` (3).
+    - Action (1): cart force control in [-1, 1] (gear 500).
 
     | reward term (`metrics`) | value |
     |---|---|

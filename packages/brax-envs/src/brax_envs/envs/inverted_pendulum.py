@@ -15,10 +15,8 @@ class InvertedPendulum(PipelineEnv):
 
     Physics step 0.02 s, `n_frames=2` (`dt` 0.04 s).
 
-    | | size | content |
-    |---|---|---|
-    | observation | 4 | cart position, pole angle, cart velocity, pole angular velocity (`q`, `qd`) |
-    | action | 1 | cart force control in [-3, 3] (gear 100; the ctrlrange clamps it) |
+    - Observation (4): cart position, pole angle, cart velocity, pole angular velocity (`q`, `qd`).
+    - Action (1): cart force control in [-3, 3] (gear 100; the ctrlrange clamps it).
 
     | reward term (`metrics`) | value |
     |---|---|

@@ -36,7 +36,8 @@ def test_matches_mujoco_and_reward(checked: tuple[InvertedPendulum, EnvCheck]) -
         for _ in range(env.n_frames):
             mujoco.mj_step(m, d)
         np.testing.assert_allclose(s.pipeline_state.q, d.qpos, atol=1e-3)
-        np.testing.assert_allclose(s.obs, np.concatenate([s.pipeline_state.q, s.pipeline_state.qd]), atol=1e-6)
+        ps = s.pipeline_state
+        np.testing.assert_allclose(s.obs, np.concatenate([ps.q, ps.qd]), atol=1e-6)
         assert float(s.reward) == 1.0 and float(s.metrics["reward_survive"]) == 1.0
         assert float(s.done) == float(abs(float(s.pipeline_state.q[1])) > 0.2)
         assert float(s.info["truncation"]) == 0.0

@@ -29,10 +29,8 @@ class PendulumSwingup(PipelineEnv):
     Physics timestep 0.01 s, `n_frames=2` by default (`dt` 0.02 s). No termination: episodes end only
     by time limit (`EpisodeWrapper`), so `info['truncation']` is 0 here.
 
-    | | size | content |
-    |---|---|---|
-    | observation | 3 | `cos(phi)`, `sin(phi)`, angular velocity `qd` |
-    | action | 1 | motor torque in N m, clamped to [-1, 1] by the actuator's ctrlrange |
+    - Observation (3): `cos(phi)`, `sin(phi)`, angular velocity `qd`.
+    - Action (1): motor torque in N m, clamped to [-1, 1] by the actuator's ctrlrange.
 
     | reward term (`metrics`) | value |
     |---|---|

@@ -16,10 +16,10 @@ class Pusher(PipelineEnv):
     Physics step 0.01 s, `n_frames=5` (`dt` 0.05 s), no gravity. Actions in [-1, 1] are mapped onto
     the motors' ctrlrange [-2, 2] (as Brax; Gym's action space is [-2, 2] itself).
 
-    | | size | content |
-    |---|---|---|
-    | observation | 23 | arm `q[:7]`, arm `qd[:7]`, frame positions of the bodies `tips_arm`, `object`, `goal` (3 each) |
-    | action | 7 | motor controls in [-1, 1]: shoulder pan/lift, upper-arm roll, elbow flex, forearm roll, wrist flex/roll |
+    - Observation (23): arm `q[:7]`, arm `qd[:7]`, frame positions of the bodies `tips_arm`, `object`, `goal`
+      (3 each).
+    - Action (7): motor controls in [-1, 1]: shoulder pan/lift, upper-arm roll, elbow flex, forearm roll,
+      wrist flex/roll.
 
     | reward term (`metrics`) | value |
     |---|---|

@@ -18,10 +18,9 @@ class Reacher(PipelineEnv):
     Physics step 0.01 s, `n_frames=2` (`dt` 0.02 s). No termination (Gym's time limit is 50 steps;
     set it with `EpisodeWrapper`).
 
-    | | size | content |
-    |---|---|---|
-    | observation | 11 | `cos` and `sin` of the 2 arm angles, target x, y (`q[2:]`), fingertip x, y velocity (Brax's choice; Gym has `qd[:2]`), fingertip - target (3) |
-    | action | 2 | motor controls in [-1, 1] for joint0, joint1 |
+    - Observation (11): `cos` and `sin` of the 2 arm angles, target x, y (`q[2:]`), fingertip x, y velocity
+      (Brax's choice; Gym has `qd[:2]`), fingertip - target (3).
+    - Action (2): motor controls in [-1, 1] for joint0, joint1.
 
     | reward term (`metrics`) | value |
     |---|---|

@@ -17,10 +17,9 @@ class Swimmer(PipelineEnv):
     Propulsion comes from MuJoCo's fluid model (`<option density="4000" viscosity="0.1"/>`), so the
     physics must support fluid forces to load this model. No termination.
 
-    | | size | content |
-    |---|---|---|
-    | observation | 8 | `q[2:]` (torso angle, 2 joint angles), `qd` (5); 10 with `q[:2]` when `exclude_current_positions_from_observation=False` |
-    | action | 2 | motor controls in [-1, 1] for the two body joints |
+    - Observation (8): `q[2:]` (torso angle, 2 joint angles), `qd` (5); 10 with `q[:2]` when
+      `exclude_current_positions_from_observation=False`.
+    - Action (2): motor controls in [-1, 1] for the two body joints.
 
     | reward term (`metrics`) | value |
     |---|---|

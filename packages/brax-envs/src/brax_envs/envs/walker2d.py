@@ -18,10 +18,9 @@ class Walker2d(PipelineEnv):
     Physics step 0.002 s, `n_frames=4` (`dt` 0.008 s). The root joints sit at the torso centre, so
     the observation uses the torso height `z` (world) where Gym has `qpos[1]`.
 
-    | | size | content |
-    |---|---|---|
-    | observation | 17 | torso z, rooty angle, 6 joint angles, `clip(qd, -10, 10)` (9); 18 with rootx when `exclude_current_positions_from_observation=False` |
-    | action | 6 | motor controls in [-1, 1]: right thigh, leg, foot, left thigh, leg, foot |
+    - Observation (17): torso z, rooty angle, 6 joint angles, `clip(qd, -10, 10)` (9); 18 with rootx when
+      `exclude_current_positions_from_observation=False`.
+    - Action (6): motor controls in [-1, 1]: right thigh, leg, foot, left thigh, leg, foot.
 
     | reward term (`metrics`) | value |
     |---|---|
@@ -30,9 +29,10 @@ class Walker2d(PipelineEnv):
     | `reward_ctrl` | `-ctrl_cost_weight * sum(action**2)` |
 
     Also reported: `x_position`, `x_velocity`. Healthy: torso z strictly inside `healthy_z_range`
-    (0.8, 2.0) and the torso angle `q[2]` inside `healthy_angle_range` (-1, 1). With `terminate_when_unhealthy` (default) an
-    unhealthy state ends the episode (`done=1`, `info['truncation']` 0). Reset: `q` and `qd` uniform in
-    `[-reset_noise_scale, reset_noise_scale]` (default 0.005) around the upright pose.
+    (0.8, 2.0) and the torso angle `q[2]` inside `healthy_angle_range` (-1, 1). With
+    `terminate_when_unhealthy` (default) an unhealthy state ends the episode (`done=1`,
+    `info['truncation']` 0). Reset: `q` and `qd` uniform in `[-reset_noise_scale, reset_noise_scale]`
+    (default 0.005) around the upright pose.
     """
 
     def __init__(self, forward_reward_weight: float = 1.0, ctrl_cost_weight: float = 1e-3,
