@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from brax_train import checkpoint
-from brax_train.cli._tensorboard import read_records
+from brax_train.reporting import read_records
 
 pytestmark = pytest.mark.slow
 

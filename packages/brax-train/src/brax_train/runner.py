@@ -165,6 +165,11 @@ class _Schedule(NamedTuple):
         )
 
 
+def final_step(c: Any, start_step: int, env_steps_per_update: int) -> int:
+    """The env step a run from `start_step` stops at: `num_timesteps` rounded up to whole eval intervals."""
+    return start_step + _Schedule.of(c, start_step, env_steps_per_update).total * env_steps_per_update
+
+
 def wrap_env(
     environment: brax_envs.Env, c: Any, num_envs: int, key: PRNGKey, per_episode: bool = False
 ) -> brax_envs.Env:
@@ -538,6 +543,7 @@ __all__ = [
     "TrainResult",
     "all_finite",
     "constrain",
+    "final_step",
     "key_at",
     "local_devices",
     "run",

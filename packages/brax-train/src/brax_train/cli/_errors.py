@@ -12,17 +12,10 @@ class CommandError(Exception):
 
 
 def one_line(message: str) -> str:
-    """`message` folded onto a single line (multi-line library messages become `a; b; c`)."""
-    parts = [p.strip().removeprefix("- ").strip() for p in message.splitlines()]
-    parts = [p for p in parts if p]
+    """`message` folded onto a single line (multi-line library messages become `a: b; c`)."""
     out = ""
-    for p in parts:
-        if not out:
-            out = p
-        elif out.endswith(":"):
-            out = f"{out} {p}"
-        else:
-            out = f"{out}; {p}"
+    for part in filter(None, (p.strip().removeprefix("- ").strip() for p in message.splitlines())):
+        out = part if not out else f"{out} {part}" if out.endswith(":") else f"{out}; {part}"
     return out
 
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from brax_train import checkpoint
+from brax_train import checkpoint, ppo, runner
 from brax_train.cli import _defaults, _doctor, main
-from brax_train.cli._commands import planned_final_step
+from brax_train.cli._settings import RunSpec, ppo_config
 
 TINY = [
     "--env",
@@ -48,20 +48,25 @@ def test_train_writes_the_run_dir(run: dict[str, Any]) -> None:
     assert (
         config["env"] == "fast" and config["ppo"]["num_envs"] == 8 and config["ppo"]["num_timesteps"] == 640
     )
-    assert config["versions"]["brax-train"]
+    assert config["versions"]["brax-train"] and config["argv"] == ["train", *TINY, "--run-dir", str(path)]
     rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
     assert rows[0]["event"] == "start" and rows[-1]["event"] == "end"
     assert any("eval/episode_reward" in r for r in rows)
     assert (path / "reward.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert list((path / "tb").glob("events.out.tfevents.*"))
     assert not (path / "replay.html").exists()  # `fast` simulates no System
-    assert int(checkpoint.resolve(path / "checkpoints").name) == planned_final_step(config["ppo"], 0) == 640
+    planned = _final(ppo_config(RunSpec.from_json(config, "config.json")), 0)
+    assert int(checkpoint.resolve(path / "checkpoints").name) == planned == 640
+
+
+def _final(c: ppo.PPOConfig, start: int) -> int:
+    return runner.final_step(c, start, ppo.env_steps_per_update(c))
 
 
 def test_planned_final_step() -> None:
-    # Measured: the default inverted_pendulum run stops at 2,949,120 steps (18 training steps of 163,840).
-    assert planned_final_step(_defaults.defaults_for("inverted_pendulum"), 0) == 2_949_120
-    assert planned_final_step({**_defaults.defaults_for("fast"), "num_timesteps": 1000}, 1000) == 1000
+    # num_timesteps rounds up to whole evaluation intervals: 9 intervals of 2 training steps of 163,840.
+    assert _final(_defaults.PRESETS["inverted_pendulum"], 0) == 2_949_120
+    assert _final(_defaults.PRESETS["fast"].replace(num_timesteps=1000), 1000) == 1000
 
 
 def test_resume_extends_the_run(run: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,4 +1,4 @@
-"""Bad arguments: exit status 2, one line on stderr naming the flag and the accepted values, no traceback."""
+"""Bad arguments: exit status 2, one line on stderr naming the flag, key or file at fault, no traceback."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pathlib
 import pytest
 
 from brax_train.cli import main
-from brax_train.cli._parser import nonnegative_int, parse_value, positive_int, rewrite_message, set_item
+from brax_train.cli._parser import Eval, Train, fold, parse, parse_int, parse_value
+from brax_train.cli._settings import split_item
 
 
 def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
@@ -27,22 +28,22 @@ def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     [
         (["train", "--num-envs", "x"], "--num-envs: expected a positive integer, got 'x'"),
         (["train", "--num-envs", "0"], "--num-envs: expected a positive integer, got '0'"),
-        (["train", "--num-timesteps", "1.5"], "--num-timesteps: expected a positive integer, got '1.5'"),
+        (["train", "--num-timesteps", "1.5"], "--num-timesteps: expected an integer >= 0, got '1.5'"),
         (["train", "--seed", "-1"], "--seed: expected an integer >= 0, got '-1'"),
+        (["train", "--batch-size", "x"], "--batch-size: expected an integer, got 'x'"),
+        (["train", "--learning-rate", "fast"], "--learning-rate: could not convert string to float: 'fast'"),
         (["train", "--set", "novalue"], "--set: expected KEY=VALUE, got 'novalue'"),
         (["eval", "d", "--episodes", "zero"], "--episodes: expected a positive integer, got 'zero'"),
-        (["render", "d"], "--out: missing (required)"),
-        (["bogus"], "unknown command 'bogus'; accepted: train, resume, eval, render, envs, doctor"),
-        ([], "missing command; accepted: train, resume, eval, render, envs, doctor"),
-        (["train", "--env"], "--env: expected one argument"),
+        (["eval", "d", "-n", "0"], "--episodes: expected a positive integer, got '0'"),
+        (["render", "d"], "Missing from brax-train render: --out FILE"),
+        (["bogus"], "Unrecognized options: bogus; Available subcommands: train, resume, eval, render, envs"),
+        ([], "Missing subcommand: Expected one of {train, resume, eval, render, envs, doctor}"),
+        (["train", "--env"], "Missing value for argument '--env'"),
+        (["envs", "--bogus"], "Unrecognized options: --bogus"),
     ],
 )
 def test_argument_errors(capsys: pytest.CaptureFixture[str], argv: list[str], expected: str) -> None:
-    assert _error(capsys, argv) == expected
-
-
-def test_unrecognized_argument(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "--bogus" in _error(capsys, ["envs", "--bogus"])
+    assert expected in _error(capsys, argv)
 
 
 def test_unknown_env_lists_accepted_names(capsys: pytest.CaptureFixture[str]) -> None:
@@ -53,25 +54,24 @@ def test_unknown_env_lists_accepted_names(capsys: pytest.CaptureFixture[str]) ->
     assert "accepted: ant, fast," in msg
 
 
-def test_unknown_set_key_names_it(capsys: pytest.CaptureFixture[str]) -> None:
+def test_set_errors_name_the_key(capsys: pytest.CaptureFixture[str]) -> None:
     msg = _error(capsys, ["train", "--env", "fast", "--set", "num_env=8"])
     assert msg.startswith("--set: unknown key 'num_env' (did you mean 'num_envs'?)")
-
-
-def test_unsettable_key(capsys: pytest.CaptureFixture[str]) -> None:
     msg = _error(capsys, ["train", "--env", "fast", "--set", "progress_fn=x"])
-    assert msg.startswith("--set progress_fn: cannot be set from the command line")
+    assert msg == "--set progress_fn: cannot be set from the command line (the CLI reports progress itself)"
+    msg = _error(capsys, ["train", "--env", "fast", "--set", "num_evals=many"])
+    assert msg == "--set num_evals: --num-evals: expected an integer, got 'many'"
+    msg = _error(capsys, ["train", "--env", "fast", "--set", "network_factory=[16]"])
+    assert msg.startswith("--set network_factory: --network-factory: expected a JSON object")
+    assert "--progress-fn" in _error(capsys, ["train", "--env", "fast", "--progress-fn", "x"])
 
 
 def test_ppo_config_error_is_one_line_naming_keys(capsys: pytest.CaptureFixture[str]) -> None:
     msg = _error(capsys, ["train", "--env", "fast", "--set", "num_envs=3", "--set", "discounting=2"])
-    assert "discounting must be in [0, 1], got 2" in msg
+    assert msg.startswith("invalid PPO settings: ")
+    assert "discounting must be in [0, 1], got 2.0" in msg
     assert "must be divisible by num_envs (3)" in msg
-
-
-def test_bad_value_type(capsys: pytest.CaptureFixture[str]) -> None:
-    msg = _error(capsys, ["train", "--env", "fast", "--set", "num_evals=many"])
-    assert "num_evals must be an int >= 0, got 'many'" in msg
+    assert "num_evals must be an int >= 0, got -1" in _error(capsys, ["train", "--num-evals", "-1"])
 
 
 def test_bad_backend(capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path) -> None:
@@ -112,6 +112,11 @@ def test_config_file_errors(capsys: pytest.CaptureFixture[str], tmp_path: pathli
     assert _error(capsys, ["train", "--env", "fast", "--config", str(unknown)]).startswith(
         f"--config {unknown}: unknown key 'learning_rat' (did you mean 'learning_rate'?)"
     )
+    typed = tmp_path / "t.toml"
+    typed.write_text('num_envs = "many"\n')
+    assert _error(capsys, ["train", "--env", "fast", "--config", str(typed)]) == (
+        f"--config {typed} num_envs: --num-envs: expected a positive integer, got 'many'"
+    )
 
 
 def test_run_dir_errors(capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path) -> None:
@@ -136,36 +141,54 @@ def test_existing_run_dir_is_refused(capsys: pytest.CaptureFixture[str], tmp_pat
 
 def test_help_and_version_exit_zero(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
-    assert "train" in capsys.readouterr().out
-    assert main(["train", "--help"]) == 0
-    assert "--num-envs" in capsys.readouterr().out
+    assert "resume" in capsys.readouterr().out
+    assert main(["train", "--env", "fast", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--num-envs INT" in out and "(default: 60000)" in out  # the fast preset's num_timesteps
+    assert "--learning-rate FLOAT" in out and "--progress-fn" not in out and "--eval-env" not in out
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("brax-train ")
 
 
+def test_parse() -> None:
+    e = parse(["eval", "d", "-n", "2e1", "--step", "1_000", "-vv"])
+    assert e == Eval(run_dir="d", episodes=20, step=1000, seed=0, verbose=2)
+    t = parse(["train", "--env", "fast", "--set", "a=1", "--set", "b=2", "--import", "m", "--num-envs", "4"])
+    assert isinstance(t, Train) and (t.env, t.set, t.imports) == ("fast", ("a=1", "b=2"), ("m",))
+    assert t.argv[-2:] == ("--num-envs", "4")
+
+
 def test_value_parsers() -> None:
-    assert positive_int("1_000_000") == 1_000_000
-    assert positive_int("2e6") == 2_000_000
-    assert nonnegative_int("0") == 0
+    assert parse_int("1_000_000") == 1_000_000
+    assert parse_int("2e6") == 2_000_000
+    assert parse_int("0", minimum=0) == 0
+    with pytest.raises(ValueError, match="expected a positive integer, got '0'"):
+        parse_int("0", minimum=1)
+    with pytest.raises(ValueError, match=r"expected an integer >= 0, got '1\.5'"):
+        parse_int("1.5", minimum=0)
     assert parse_value("3") == 3
     assert parse_value("3e-4") == 3e-4
     assert parse_value("true") is True and parse_value("False") is False
     assert parse_value("null") is None and parse_value("None") is None
     assert parse_value("[32, 32]") == [32, 32]
     assert parse_value('{"a": 1}') == {"a": 1}
-    assert parse_value("1_000") == 1000
     assert parse_value("jax.nn.tanh") == "jax.nn.tanh"
-    assert parse_value("ADAPTIVE_KL") == "ADAPTIVE_KL"
-    assert set_item("learning_rate = 1e-3") == ("learning_rate", 1e-3)
-    assert set_item("env.target=a=b") == ("env.target", "a=b")
+    assert split_item("learning_rate = 1e-3") == ("learning_rate", 1e-3)
+    assert split_item("env.target=a=b") == ("env.target", "a=b")
 
 
-def test_rewrite_message() -> None:
-    assert (
-        rewrite_message("argument -n/--episodes: expected one argument")
-        == "--episodes: expected one argument"
+def test_fold() -> None:
+    box = (
+        "╭─ Value error ─────────────────────╮\n"
+        "│ Error parsing --num-evals: expected │\n"
+        "│ an integer, got 'x'                 │\n"
+        "│ ─────────────────────────────────── │\n"
+        "│ For full helptext, see x --help     │\n"
+        "╰─────────────────────────────────────╯\n"
     )
-    assert (
-        rewrite_message("argument --backend: invalid choice: 'x' (choose from 'a', 'b')")
-        == "--backend: invalid choice 'x'; accepted: a, b"
+    assert fold(box) == "--num-evals: expected an integer, got 'x'"
+    assert fold("╭─ Missing subcommand ─╮\n│ Expected one of {a, b}. │\n╰──╯") == (
+        "Missing subcommand: Expected one of {a, b}."
     )
+    ascii_box = " Missing argument \n --- \n  Missing value for argument 'x'.\n  ---\n  For full helptext\n"
+    assert fold(ascii_box) == "Missing value for argument 'x'."

@@ -1,4 +1,4 @@
-"""Settings resolution: defaults < config file < --set < flags; env and network options; config.json."""
+"""Settings: preset < config file < --set < flags, all typed by tyro; env and network options; config.json."""
 
 from __future__ import annotations
 
@@ -6,40 +6,34 @@ import json
 import pathlib
 from typing import Any
 
+import jax
 import pytest
 
 from brax_train.cli import _defaults
 from brax_train.cli._errors import UsageError, one_line
-from brax_train.cli._settings import RunSpec, load_config_file, ppo_kwargs, resolve, settable_keys
+from brax_train.cli._parser import Train, parse
+from brax_train.cli._settings import SETTABLE, RunSpec, load_config_file, ppo_config, resolve
+from brax_train.ppo.config import PPOConfig, validate
 
 
-def _resolve(**kw: Any) -> RunSpec:
-    args: dict[str, Any] = {
-        "env": "fast",
-        "backend": None,
-        "config_file": None,
-        "settings": [],
-        "imports": [],
-        "flags": {},
-    }
-    args.update(kw)
-    return resolve(**args)
+def _resolve(*argv: str) -> tuple[RunSpec, PPOConfig]:
+    train = parse(["train", *argv])
+    assert isinstance(train, Train)
+    return resolve(train)
 
 
-def test_env_defaults() -> None:
-    spec = _resolve()
-    assert spec.env == "fast"
-    assert spec.ppo == _defaults.defaults_for("fast")
+def test_presets_are_ppo_configs() -> None:
+    spec, config = _resolve("--env", "fast")
+    assert config == _defaults.PRESETS["fast"] and spec.env == "fast"
+    assert spec.ppo == {k: getattr(config, k) for k in SETTABLE}
     assert spec.env_kwargs == {} and spec.imports == ()
-    assert _resolve(env=None).env == "inverted_pendulum"
-
-
-def test_every_default_is_valid_and_settable() -> None:
-    keys = set(settable_keys())
-    for name in ("fast", "inverted_pendulum", "ant", "humanoid", "reacher", "custom"):
-        d = _defaults.defaults_for(name)
-        assert set(d) <= keys
-        assert d["batch_size"] * d["num_minibatches"] % d["num_envs"] == 0, name
+    assert _resolve()[0].env == "inverted_pendulum"
+    assert _defaults.preset("custom") is _defaults.CLI_BASE
+    # The CLI's base differs from Google Brax's defaults, which stay in PPOConfig alone.
+    assert (_defaults.CLI_BASE.learning_rate, PPOConfig().learning_rate) == (3e-4, 1e-4)
+    for name, preset in _defaults.PRESETS.items():
+        validate(preset, 1)
+        assert preset.log_training_metrics and isinstance(preset.network_factory, dict), name
 
 
 def test_precedence(tmp_path: pathlib.Path) -> None:
@@ -48,39 +42,42 @@ def test_precedence(tmp_path: pathlib.Path) -> None:
         'env = "fast"\nnum_evals = 7\nlearning_rate = 1e-3\nnum_timesteps = 2e4\nseed = 4\n'
         "[network_factory]\npolicy_hidden_layer_sizes = [8]\n"
     )
-    spec = _resolve(
-        env=None,
-        config_file=str(cfg),
-        settings=[("learning_rate", 5e-4), ("seed", 5)],
-        flags={"seed": 6, "num_envs": None},
-    )
-    assert spec.env == "fast"
-    assert spec.ppo["num_evals"] == 7  # file over defaults
-    assert spec.ppo["learning_rate"] == 5e-4  # --set over file
-    assert spec.ppo["seed"] == 6  # flag over --set
-    assert spec.ppo["num_envs"] == _defaults.defaults_for("fast")["num_envs"]  # None flags change nothing
-    assert spec.ppo["num_timesteps"] == 20_000 and isinstance(spec.ppo["num_timesteps"], int)
-    assert spec.ppo["network_factory"] == {"policy_hidden_layer_sizes": [8]}
+    _, config = _resolve("--config", str(cfg), "--set", "learning_rate=5e-4", "--set", "seed=5", "--seed=6")
+    assert config.num_evals == 7  # file over the preset
+    assert config.learning_rate == 5e-4  # --set over the file
+    assert config.seed == 6  # flag over --set
+    assert config.num_envs == _defaults.PRESETS["fast"].num_envs
+    assert config.num_timesteps == 20_000 and isinstance(config.num_timesteps, int)
+    assert config.network_factory == {"policy_hidden_layer_sizes": [8]}
+    _, config = _resolve("--env", "fast", "--learning-rate", "1e-2", "--set", "learning_rate=5e-4")
+    assert config.learning_rate == 1e-2  # every PPOConfig field is a flag
+
+
+def test_set_values_are_typed_by_the_field() -> None:
+    _, config = _resolve(
+        "--env", "fast",
+        "--set", "learning_rate_schedule=null",
+        "--set", "normalize_observations=true",
+        "--set", "num_timesteps=1_000_000",
+        "--set", "reward_scaling=2",
+        "--set", 'network_factory={"policy_hidden_layer_sizes": [16]}',
+        "--set", "network_factory.value_hidden_layer_sizes=[4]",
+    )  # fmt: skip
+    assert config.learning_rate_schedule is None and config.normalize_observations is True
+    assert config.num_timesteps == 1_000_000 and config.reward_scaling == 2.0
+    assert config.network_factory == {"policy_hidden_layer_sizes": [16], "value_hidden_layer_sizes": [4]}
 
 
 def test_env_and_network_options(tmp_path: pathlib.Path) -> None:
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"env": {"name": "fast", "target": 0.5}, "env.damping": 2.0}))
-    spec = _resolve(
-        env=None,
-        config_file=str(cfg),
-        backend="none",
-        settings=[
-            ("network_factory.activation", "jax.nn.tanh"),
-            ("network_factory.value_hidden_layer_sizes", [4, 4]),
-        ],
+    spec, config = _resolve(
+        "--config", str(cfg), "--backend", "none", "--set", "network_factory.activation=jax.nn.tanh"
     )
     assert spec.env == "fast"
     assert spec.env_kwargs == {"target": 0.5, "damping": 2.0, "backend": "none"}
     assert spec.ppo["network_factory"]["activation"] == "jax.nn.tanh"
-    import jax
-
-    assert ppo_kwargs(spec.ppo)["network_factory"]["activation"] is jax.nn.tanh
+    assert isinstance(config.network_factory, dict) and config.network_factory["activation"] is jax.nn.tanh
 
 
 def test_config_file_flattening(tmp_path: pathlib.Path) -> None:
@@ -93,22 +90,30 @@ def test_config_file_flattening(tmp_path: pathlib.Path) -> None:
     ]
 
 
-def test_set_cannot_choose_env() -> None:
-    with pytest.raises(UsageError, match="choose the environment with --env"):
-        _resolve(settings=[("env", "ant")])
+def test_set_cannot_choose_env_or_import() -> None:
+    with pytest.raises(UsageError, match="--set env: choose the environment with --env NAME"):
+        _resolve("--set", "env=ant")
+    with pytest.raises(UsageError, match="--set import: use --import MODULE"):
+        _resolve("--set", "import=m")
 
 
 def test_bad_network_factory_name() -> None:
     with pytest.raises(UsageError, match="network_factory: cannot resolve"):
-        _resolve(settings=[("network_factory", "no_such_module.factory")])
+        _resolve("--env", "fast", "--set", "network_factory=no_such_module.factory")
 
 
 def test_run_spec_round_trip() -> None:
-    spec = _resolve(settings=[("env.target", 2.0)])
+    spec, config = _resolve("--env", "fast", "--set", "env.target=2.0")
     data = json.loads(json.dumps(spec.to_json()))
     assert RunSpec.from_json(data, "x") == spec
+    assert ppo_config(spec) == config
     with pytest.raises(UsageError, match="x: missing key 'ppo'"):
         RunSpec.from_json({k: v for k, v in data.items() if k != "ppo"}, "x")
+    # An older config.json records fewer keys: the rest are PPOConfig's defaults.
+    recorded: dict[str, Any] = {"num_timesteps": 640, "num_envs": 8, "batch_size": 8, "episode_length": 20}
+    assert ppo_config(RunSpec("fast", {}, (), recorded)) == PPOConfig(**recorded)
+    with pytest.raises(UsageError, match=r"x: unknown ppo.train setting\(s\): 'num_env'"):
+        ppo_config(RunSpec("fast", {}, (), {"num_env": 8}), "x")
 
 
 def test_one_line() -> None:

@@ -10,7 +10,7 @@ from brax_train.ppo.networks import (
     networks_from_description,
 )
 from brax_train.ppo.optim import AdaptiveKLState, make_optimizer, scale_by_adaptive_kl
-from brax_train.ppo.train import NonFiniteError, TrainResult, train
+from brax_train.ppo.train import NonFiniteError, TrainResult, env_steps_per_update, train
 
 __all__ = [
     "AdaptiveKLState",
@@ -22,6 +22,7 @@ __all__ = [
     "TrainResult",
     "compute_gae",
     "compute_ppo_loss",
+    "env_steps_per_update",
     "make_inference_fn",
     "make_optimizer",
     "make_ppo_networks",

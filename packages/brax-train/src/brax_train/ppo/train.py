@@ -48,6 +48,11 @@ def public_params(s: TrainingState) -> ppo_networks.PPOParams:
     return ppo_networks.PPOParams(normalizer=s.normalizer, policy=s.params.policy, value=s.params.value)
 
 
+def env_steps_per_update(c: PPOConfig) -> int:
+    """Environment steps one PPO training step consumes (action repeats included)."""
+    return c.batch_size * c.unroll_length * c.num_minibatches * c.action_repeat
+
+
 def _network_factory(c: PPOConfig) -> Callable[..., ppo_networks.PPONetworks]:
     nf = c.network_factory
     if isinstance(nf, Mapping):
@@ -257,7 +262,7 @@ def _make_agent(c: PPOConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         update=ppo.update,
         policy_params=public_params,
         make_policy=ppo_networks.make_inference_fn(net),
-        env_steps_per_update=c.batch_size * c.unroll_length * c.num_minibatches * c.action_repeat,
+        env_steps_per_update=env_steps_per_update(c),
         warm_start=warm_start,
         full_resume=c.restore_value_fn,
         meta={
@@ -292,4 +297,4 @@ def train(environment: brax_envs.Env, config: PPOConfig | None = None, **kwargs:
     return runner.run(environment, c, functools.partial(_make_agent, c))
 
 
-__all__ = ["NonFiniteError", "TrainResult", "TrainingState", "public_params", "train"]
+__all__ = ["NonFiniteError", "TrainResult", "TrainingState", "env_steps_per_update", "public_params", "train"]

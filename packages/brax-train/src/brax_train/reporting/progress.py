@@ -1,15 +1,25 @@
-"""Training progress: one updating line on a terminal, plain log lines otherwise."""
+"""Training progress: a live rich bar on a terminal, plain `progress:` lines otherwise."""
 
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from brax_train.cli._plot import format_number
-from brax_train.cli._rundir import EVAL_REWARD, TRAIN_REWARD
+from brax_train.reporting.metrics import EVAL_REWARD, TRAIN_REWARD
+
+if TYPE_CHECKING:
+    import rich.progress
+
+
+def format_number(v: float) -> str:
+    """Short human form: 1500 -> 1.5k, 2000000 -> 2M, 0.25 -> 0.25."""
+    a = abs(v)
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if a >= div:
+            return f"{v / div:.3g}{unit}"
+    return "0" if a == 0 else f"{v:.3g}"
 
 
 def format_duration(seconds: float) -> str:
@@ -25,11 +35,7 @@ def format_duration(seconds: float) -> str:
 
 
 class Progress:
-    """Shows steps, steps/s, reward and ETA after each report of `ppo.train`.
-
-    Steps/s is measured on the wall clock from the first report on (so it includes evaluation and
-    checkpointing, and the ETA is honest), excluding the compilation before the first report.
-    """
+    """Shows steps, steps/s, reward and ETA after each report of `ppo.train`."""
 
     def __init__(
         self,
@@ -50,7 +56,7 @@ class Progress:
         self.step = start_step
         self.reward: float | None = None
         self._eval_seen = False
-        self._open_line = False
+        self._bar: rich.progress.Progress | None = None
 
     def update(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Record a report and redraw."""
@@ -75,6 +81,7 @@ class Progress:
 
     def rate(self, now: float | None = None) -> float | None:
         """Env steps per second so far, or None before any step was reported."""
+        # Wall clock since this object was made: evaluation and checkpointing count, so the ETA is honest.
         if self._first is None:
             return None
         s0, t0 = self._first
@@ -98,31 +105,34 @@ class Progress:
         return " | ".join(parts)
 
     def _draw(self, text: str) -> None:
-        if self.tty:
-            width = shutil.get_terminal_size((100, 20)).columns
-            bar_width = max(min(30, width - len(text) - 3), 0)
-            if bar_width >= 10:
-                done = int(bar_width * min(self.step / self.total, 1.0)) if self.total else bar_width
-                text = f"[{'#' * done}{'.' * (bar_width - done)}] {text}"
-            # Carriage return plus erase-line redraws the same line in place.
-            self.stream.write("\r\x1b[K" + text[: max(width - 1, 1)])
-            self._open_line = True
-        else:
+        if not self.tty:
             self.stream.write(f"progress: {text}\n")
-        self.stream.flush()
+            self.stream.flush()
+            return
+        if self._bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, TextColumn
+            from rich.progress import Progress as Bar
 
-    def message(self, text: str) -> None:
-        """Print a line of its own without garbling the progress line."""
-        self.close()
-        self.stream.write(text + "\n")
-        self.stream.flush()
+            # Redrawn on each report only: the text is ours, so a refresh thread would add nothing.
+            console = Console(file=self.stream, force_terminal=True)
+            self._bar = Bar(
+                BarColumn(bar_width=None),
+                TextColumn("{task.description}", markup=False),
+                console=console,
+                auto_refresh=False,
+                get_time=self._clock,
+            )
+            self._bar.add_task(text, total=max(self.total, 1))
+            self._bar.start()
+        task = self._bar.task_ids[0]
+        self._bar.update(task, completed=min(self.step, self.total), description=text, refresh=True)
 
     def close(self) -> None:
-        """End the progress line (a newline after the last in-place redraw)."""
-        if self._open_line:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._open_line = False
+        """Stop the live bar, leaving its last state on screen."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
 
-__all__ = ["Progress", "format_duration"]
+__all__ = ["Progress", "format_duration", "format_number"]
