@@ -23,7 +23,17 @@ from brax_math.quaternion import (
     rotate,
 )
 from brax_math.safe import normalize, safe_arccos, safe_arcsin, safe_div, safe_norm
-from brax_math.spatial import Force, Inertia, Motion, Transform
+from brax_math.spatial import (
+    Motion,
+    Transform,
+    com_inertia,
+    force_cross,
+    inertia_mul,
+    motion_cross,
+    point_velocity,
+    rotation_motion,
+    spatial_force,
+)
 
 try:
     __version__ = version("brax-math")
@@ -31,16 +41,19 @@ except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
 __all__ = [
-    "Force",
-    "Inertia",
     "Motion",
     "Transform",
     "__version__",
     "axis_angle_to_quat",
+    "com_inertia",
     "euler_to_quat",
+    "force_cross",
+    "inertia_mul",
     "inv_rotate",
     "mat_to_quat",
+    "motion_cross",
     "normalize",
+    "point_velocity",
     "quat_canonical",
     "quat_conj",
     "quat_exp",
@@ -55,8 +68,10 @@ __all__ = [
     "quat_to_mat",
     "relative_quat",
     "rotate",
+    "rotation_motion",
     "safe_arccos",
     "safe_arcsin",
     "safe_div",
     "safe_norm",
+    "spatial_force",
 ]

@@ -137,7 +137,8 @@ def quat_log(q: jax.Array) -> jax.Array:
     angle = 2.0 * jnp.arctan2(vnorm, q[..., 0])
     # angle / vnorm -> 2 as vnorm -> 0; the guarded ratio keeps value and gradient finite there.
     small = vnorm < 1e-6
-    ratio = jnp.where(small, 2.0 + jnp.zeros_like(vnorm), angle / jnp.where(small, jnp.ones_like(vnorm), vnorm))
+    safe_vnorm = jnp.where(small, jnp.ones_like(vnorm), vnorm)
+    ratio = jnp.where(small, 2.0 + jnp.zeros_like(vnorm), angle / safe_vnorm)
     return ratio[..., None] * q[..., 1:]
 
 

@@ -92,7 +92,8 @@ def test_axis_angle(rots: Rotation, quats: jax.Array) -> None:
     angle = np.linalg.norm(rv, axis=-1)
     axis = rv / angle[:, None]
     # Unnormalised axes are normalised internally.
-    got = bm.axis_angle_to_quat(jnp.asarray(5.0 * axis, dtype=jnp.float32), jnp.asarray(angle, dtype=jnp.float32))
+    got = bm.axis_angle_to_quat(jnp.asarray(5.0 * axis, dtype=jnp.float32),
+                                jnp.asarray(angle, dtype=jnp.float32))
     _same_rotation(got, _wxyz(rots))
     ax, an = bm.quat_to_axis_angle(quats)
     np.testing.assert_allclose(an, angle, atol=1e-5)
@@ -134,7 +135,8 @@ def test_normalize_and_canonical(quats: jax.Array) -> None:
     _same_rotation(canon, quats)
 
 
-def test_integrate_matches_scipy_right_multiplication(rots: Rotation, quats: jax.Array, vecs: jax.Array) -> None:
+def test_integrate_matches_scipy_right_multiplication(rots: Rotation, quats: jax.Array,
+                                                     vecs: jax.Array) -> None:
     dt = 0.01
     got = bm.quat_integrate(quats, vecs, dt)
     want = rots * Rotation.from_rotvec(np.asarray(vecs) * dt)

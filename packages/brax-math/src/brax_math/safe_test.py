@@ -52,7 +52,10 @@ def test_safe_arc_functions() -> None:
 
 def test_jit_and_vmap() -> None:
     x = jnp.asarray(np.random.default_rng(0).normal(size=(5, 3)), dtype=jnp.float32)
-    np.testing.assert_allclose(jax.jit(jax.vmap(bm.safe_norm))(x), np.linalg.norm(np.asarray(x), axis=-1), rtol=1e-6)
+    xs = np.asarray(x)
+    np.testing.assert_allclose(jax.jit(jax.vmap(bm.safe_norm))(x), np.linalg.norm(xs, axis=-1), rtol=1e-6)
     np.testing.assert_allclose(jax.jit(jax.vmap(bm.normalize))(x), bm.normalize(x), rtol=1e-6)
-    np.testing.assert_allclose(jax.jit(jax.vmap(bm.safe_arccos))(x[:, 0] / 10), np.arccos(np.asarray(x[:, 0]) / 10), rtol=1e-5)
-    np.testing.assert_allclose(jax.jit(jax.vmap(bm.safe_div))(x[:, 0], x[:, 1]), np.asarray(x[:, 0] / x[:, 1]), rtol=1e-5)
+    arccos = jax.jit(jax.vmap(bm.safe_arccos))(x[:, 0] / 10)
+    np.testing.assert_allclose(arccos, np.arccos(xs[:, 0] / 10), rtol=1e-5)
+    div = jax.jit(jax.vmap(bm.safe_div))(x[:, 0], x[:, 1])
+    np.testing.assert_allclose(div, xs[:, 0] / xs[:, 1], rtol=1e-5)

@@ -1,9 +1,11 @@
-"""Spatial algebra: rigid transforms, motion and force 6-vectors, and spatial inertia.
+"""Spatial algebra: rigid transforms, and functions on motion and force 6-vectors and spatial inertias.
 
-Conventions: a `Motion` is `[ang; vel]` (angular velocity, then the linear velocity of the
-body-fixed point at the reference origin); a `Force` is `[ang; vel]` = `[torque about the
-reference origin; force]`. This matches MuJoCo's `cvel`/`cfrc` layout. All types are frozen
-dataclasses registered as pytrees, with any number of leading batch axes.
+Conventions (MuJoCo's `cvel`/`cfrc`/`cinert` layouts): a motion is `[ang; vel]` (angular
+velocity, then the linear velocity of the body-fixed point at the reference point); a force is
+`[torque about the reference point; force]`; a spatial inertia is the 10-vector
+`(Ixx, Iyy, Izz, Ixy, Ixz, Iyz, m·c, m)` about the reference point, `c` the centre of mass
+relative to it. Every function acts on the last axis (axes) and broadcasts over leading axes of
+equal rank. `Transform` and `Motion` are frozen dataclasses registered as pytrees.
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from typing import Any, Self
 import jax
 import jax.numpy as jnp
 
-from brax_math.quaternion import inv_rotate, quat_conj, quat_identity, quat_mul, quat_to_mat, rotate
+from brax_math.quaternion import inv_rotate, quat_conj, quat_identity, quat_mul, rotate
+
+_HI = jax.lax.Precision.HIGHEST
+
 
 class _Base:
     """Shared helpers for the spatial pytrees."""
@@ -35,103 +40,70 @@ class _Base:
         return tuple(first.shape[:-1])
 
 
-def _skew(v: jax.Array) -> jax.Array:
-    """Cross-product matrices (..., 3, 3) with `_skew(a) @ b == cross(a, b)`."""
-    x, y, z = v[..., 0], v[..., 1], v[..., 2]
-    o = jnp.zeros_like(x)
-    return jnp.stack(
-        [jnp.stack([o, -z, y], -1), jnp.stack([z, o, -x], -1), jnp.stack([-y, x, o], -1)], axis=-2
+def motion_cross(v: jax.Array, m: jax.Array) -> jax.Array:
+    """(..., 6) motion cross product `v ×ₘ m` = [ω×ω'; ω×v' + v×ω'] of motions v, m (..., 6)."""
+    w, vl = v[..., :3], v[..., 3:]
+    uw, ul = m[..., :3], m[..., 3:]
+    return jnp.concatenate([jnp.cross(w, uw), jnp.cross(w, ul) + jnp.cross(vl, uw)], axis=-1)
+
+
+def force_cross(v: jax.Array, f: jax.Array) -> jax.Array:
+    """(..., 6) force cross product `v ×* f` = [ω×τ + v×f; ω×f] of a motion v and a force f (..., 6)."""
+    w, vl = v[..., :3], v[..., 3:]
+    t, fl = f[..., :3], f[..., 3:]
+    return jnp.concatenate([jnp.cross(w, t) + jnp.cross(vl, fl), jnp.cross(w, fl)], axis=-1)
+
+
+def inertia_mul(inert: jax.Array, v: jax.Array) -> jax.Array:
+    """(..., 6) force I·v: spatial inertias `inert` (..., 10) times motions v (..., 6) (`mju_mulInertVec`)."""
+    i = inert
+    w, vl = v[..., :3], v[..., 3:]
+    h, m = i[..., 6:9], i[..., 9:10]
+    iw = jnp.stack(
+        [
+            i[..., 0] * w[..., 0] + i[..., 3] * w[..., 1] + i[..., 4] * w[..., 2],
+            i[..., 3] * w[..., 0] + i[..., 1] * w[..., 1] + i[..., 5] * w[..., 2],
+            i[..., 4] * w[..., 0] + i[..., 5] * w[..., 1] + i[..., 2] * w[..., 2],
+        ],
+        axis=-1,
     )
+    return jnp.concatenate([iw + jnp.cross(h, vl), m * vl - jnp.cross(h, w)], axis=-1)
 
 
-class _SixVector(_Base):
-    """Arithmetic shared by `Motion` and `Force`."""
+def com_inertia(mass: jax.Array, inertia: jax.Array, rot: jax.Array, offset: jax.Array) -> jax.Array:
+    """(..., 10) spatial inertia about a reference point, in the axes of `rot`'s parent frame.
 
-    ang: jax.Array
-    vel: jax.Array
-
-    @classmethod
-    def zero(cls, shape: tuple[int, ...] = (), dtype: jnp.dtype | None = None) -> Self:
-        """All-zero 6-vectors with batch `shape`."""
-        z = jnp.zeros((*shape, 3), dtype=dtype or jnp.float32)
-        return cls(ang=z, vel=z)  # type: ignore[call-arg]
-
-    @classmethod
-    def from_vector(cls, v: jax.Array) -> Self:
-        """Build from (..., 6) arrays laid out `[ang, vel]`."""
-        return cls(ang=v[..., :3], vel=v[..., 3:])  # type: ignore[call-arg]
-
-    def as_vector(self) -> jax.Array:
-        """The (..., 6) array `[ang, vel]`."""
-        return jnp.concatenate([self.ang, self.vel], axis=-1)
-
-    def __add__(self, o: Self) -> Self:
-        return self.replace(ang=self.ang + o.ang, vel=self.vel + o.vel)
-
-    def __sub__(self, o: Self) -> Self:
-        return self.replace(ang=self.ang - o.ang, vel=self.vel - o.vel)
-
-    def __neg__(self) -> Self:
-        return self.replace(ang=-self.ang, vel=-self.vel)
-
-    def __mul__(self, s: jax.Array | float) -> Self:
-        """Scale by a scalar or by a (...) array broadcast over the 3-vectors."""
-        s = jnp.asarray(s, dtype=self.ang.dtype)
-        s = s[..., None] if s.ndim else s
-        return self.replace(ang=self.ang * s, vel=self.vel * s)
+    `mass` (...), principal moments `inertia` (..., 3) about the centre of mass in the frame whose
+    axes are the columns of `rot` (..., 3, 3), centre of mass at `offset` (..., 3) from the
+    reference point (the parallel-axis theorem; MuJoCo's `mju_inertCom`).
+    """
+    iw = jnp.einsum("...ij,...j,...kj->...ik", rot, inertia, rot, precision=_HI)
+    dd = jnp.sum(offset * offset, axis=-1)
+    eye = jnp.eye(3, dtype=offset.dtype).reshape((1,) * (offset.ndim - 1) + (3, 3))
+    outer = offset[..., :, None] * offset[..., None, :]
+    ic = iw + mass[..., None, None] * (dd[..., None, None] * eye - outer)
+    six = jnp.stack(
+        [ic[..., 0, 0], ic[..., 1, 1], ic[..., 2, 2], ic[..., 0, 1], ic[..., 0, 2], ic[..., 1, 2]], axis=-1
+    )
+    return jnp.concatenate([six, mass[..., None] * offset, mass[..., None]], axis=-1)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class Motion(_SixVector):
-    """Spatial motion `[ang; vel]`: angular velocity and linear velocity at the reference point."""
+def rotation_motion(axis: jax.Array, offset: jax.Array) -> jax.Array:
+    """(..., 6) motion [a; a × r] of a unit rotation about axis a (..., 3) through the point −r.
 
-    ang: jax.Array
-    vel: jax.Array
-
-    def cross(self, o: Motion) -> Motion:
-        """Motion cross product `self ×ₘ o` = [ω×ω'; ω×v' + v×ω']."""
-        return Motion(
-            ang=jnp.cross(self.ang, o.ang), vel=jnp.cross(self.ang, o.vel) + jnp.cross(self.vel, o.ang)
-        )
-
-    def cross_force(self, f: Force) -> Force:
-        """Force (dual) cross product `self ×* f` = [ω×τ + v×f; ω×f]."""
-        return Force(
-            ang=jnp.cross(self.ang, f.ang) + jnp.cross(self.vel, f.vel), vel=jnp.cross(self.ang, f.vel)
-        )
-
-    def dot(self, f: Force) -> jax.Array:
-        """Power `ω·τ + v·f` (...) of a force acting on this motion."""
-        return jnp.sum(self.ang * f.ang, axis=-1) + jnp.sum(self.vel * f.vel, axis=-1)
-
-    def shift(self, offset: jax.Array) -> Motion:
-        """The same motion referred to the point `origin + offset`: v' = v + ω × offset."""
-        return self.replace(vel=self.vel + jnp.cross(self.ang, offset))
-
-    def cross_matrix(self) -> jax.Array:
-        """6x6 matrices (..., 6, 6) `X` with `X @ o.as_vector() == self.cross(o).as_vector()`."""
-        w, v = _skew(self.ang), _skew(self.vel)
-        top = jnp.concatenate([w, jnp.zeros_like(w)], axis=-1)
-        bottom = jnp.concatenate([v, w], axis=-1)
-        return jnp.concatenate([top, bottom], axis=-2)
+    r = `offset` (..., 3) is the reference point relative to any point on the axis (`mju_dofCom`).
+    """
+    return jnp.concatenate([axis, jnp.cross(axis, offset)], axis=-1)
 
 
-@jax.tree_util.register_dataclass
-@dataclasses.dataclass(frozen=True)
-class Force(_SixVector):
-    """Spatial force `[ang; vel]`: torque about the reference point and linear force."""
+def point_velocity(m: jax.Array, offset: jax.Array) -> jax.Array:
+    """(..., 3) velocity v + ω × r of the body-fixed point at r = `offset` (..., 3) in motion m (..., 6)."""
+    return m[..., 3:] + jnp.cross(m[..., :3], offset)
 
-    ang: jax.Array
-    vel: jax.Array
 
-    def dot(self, m: Motion) -> jax.Array:
-        """Power (...) of this force acting on motion `m`."""
-        return m.dot(self)
-
-    def shift(self, offset: jax.Array) -> Force:
-        """The same force referred to the point `origin + offset`: τ' = τ − offset × f."""
-        return self.replace(ang=self.ang - jnp.cross(offset, self.vel))
+def spatial_force(torque: jax.Array, force: jax.Array, point: jax.Array) -> jax.Array:
+    """(..., 6) force [τ + p × f; f] of torque τ and force f (..., 3) acting at p = `point` (..., 3)."""
+    return jnp.concatenate([torque + jnp.cross(point, force), force], axis=-1)
 
 
 @jax.tree_util.register_dataclass
@@ -190,63 +162,11 @@ class Transform(_Base):
         """Map parent-frame points (..., 3) into this frame."""
         return inv_rotate(p - self.pos, self.rot)
 
-    def apply_motion(self, m: Motion) -> Motion:
-        """Re-express a motion given in this frame (about its origin) in the parent frame, about the parent origin."""
-        ang = rotate(m.ang, self.rot)
-        return Motion(ang=ang, vel=rotate(m.vel, self.rot) + jnp.cross(self.pos, ang))
-
-    def apply_force(self, f: Force) -> Force:
-        """Re-express a force given in this frame (about its origin) in the parent frame, about the parent origin."""
-        vel = rotate(f.vel, self.rot)
-        return Force(ang=rotate(f.ang, self.rot) + jnp.cross(self.pos, vel), vel=vel)
-
-    def motion_matrix(self) -> jax.Array:
-        """6x6 Plücker matrices (..., 6, 6): `X @ m.as_vector() == self.apply_motion(m).as_vector()`."""
-        r = quat_to_mat(self.rot)
-        top = jnp.concatenate([r, jnp.zeros_like(r)], axis=-1)
-        bottom = jnp.concatenate([_skew(self.pos) @ r, r], axis=-1)
-        return jnp.concatenate([top, bottom], axis=-2)
-
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class Inertia(_Base):
-    """Spatial inertia of rigid bodies, referred to a frame F.
+class Motion(_Base):
+    """Spatial motion `[ang; vel]` as two (..., 3) arrays: angular velocity, velocity at the reference."""
 
-    `transform`: centre of mass position and principal-frame orientation in F; `i` (..., 3, 3):
-    rotational inertia about the centre of mass in the `transform.rot` frame; `mass` (...).
-    """
-
-    transform: Transform
-    i: jax.Array
-    mass: jax.Array
-
-    def _world_inertia(self) -> jax.Array:
-        r = quat_to_mat(self.transform.rot)
-        return r @ self.i @ jnp.swapaxes(r, -1, -2)
-
-    def mul(self, m: Motion) -> Force:
-        """Momentum (as a `Force`, about F's origin) of the body moving with motion `m` (about F's origin)."""
-        c = self.transform.pos
-        lin = self.mass[..., None] * (m.vel + jnp.cross(m.ang, c))
-        h = jnp.einsum("...ij,...j->...i", self._world_inertia(), m.ang)
-        return Force(ang=h + jnp.cross(c, lin), vel=lin)
-
-    def as_matrix(self) -> jax.Array:
-        """6x6 spatial inertia matrices (..., 6, 6) about F's origin in `[ang; vel]` order."""
-        c = self.transform.pos
-        mass = self.mass[..., None, None]
-        cx = _skew(c)
-        top = jnp.concatenate([self._world_inertia() - mass * (cx @ cx), mass * cx], axis=-1)
-        eye = jnp.broadcast_to(jnp.eye(3, dtype=c.dtype), cx.shape)
-        bottom = jnp.concatenate([-mass * cx, mass * eye], axis=-1)
-        return jnp.concatenate([top, bottom], axis=-2)
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Batch shape (the shape of `mass`)."""
-        return tuple(self.mass.shape)
-
-    def transform_by(self, t: Transform) -> Inertia:
-        """The same inertia referred to the parent frame of `t` (F's pose in that frame is `t`)."""
-        return self.replace(transform=t.do(self.transform))
+    ang: jax.Array
+    vel: jax.Array

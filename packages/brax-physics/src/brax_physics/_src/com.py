@@ -12,22 +12,23 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from brax_math import quat_to_mat
+from brax_math import com_inertia, inertia_mul, motion_cross, quat_to_mat, rotation_motion
 from jax import custom_batching
 from jax.custom_derivatives import SymbolicZero
+from mujoco import mjtJoint
 
 from brax_physics._src.kinematics import Frames
 from brax_physics._src.structure import structure
-from brax_physics._src.system import JNT_BALL, JNT_FREE, JNT_HINGE, JNT_SLIDE, System
+from brax_physics._src.system import System
 
 _HI = jax.lax.Precision.HIGHEST
 
 
 # Multiply-adds (batch size times the product's n*k*m) from which `mm` runs as one dot. Below
 # it the products here are tiny (mostly a constant 0/1 tree mask times a few vectors): XLA's CPU
-# dot runtime call costs more than the arithmetic, so a fused multiply-and-sum wins (reacher at
-# batch 1: 2.2x the steps/s, ant's step compiles 15% faster); from it on the dot wins (ant at
-# batch 8 with the fused form: 0.7x; at 1024: 0.4x), hence the static switch.
+# dot runtime call costs more than the arithmetic, so a fused multiply-and-sum wins (and compiles
+# faster); from it on the dot's blocked kernel wins, hence the static switch (measurements in
+# CHANGELOG.md).
 _DOT_MIN_WORK = 4096
 
 
@@ -95,36 +96,6 @@ def _mm_jvp(
 mm.defjvp(_mm_jvp, symbolic_zeros=True)
 
 
-def cross_motion(v: jax.Array, u: jax.Array) -> jax.Array:
-    """(..., 6) motion cross product v ×ₘ u of motion vectors [ω; v]."""
-    w, vl = v[..., :3], v[..., 3:]
-    uw, ul = u[..., :3], u[..., 3:]
-    return jnp.concatenate([jnp.cross(w, uw), jnp.cross(w, ul) + jnp.cross(vl, uw)], axis=-1)
-
-
-def cross_force(v: jax.Array, f: jax.Array) -> jax.Array:
-    """(..., 6) force cross product v ×* f of a motion [ω; v] and a force [τ; f]."""
-    w, vl = v[..., :3], v[..., 3:]
-    t, fl = f[..., :3], f[..., 3:]
-    return jnp.concatenate([jnp.cross(w, t) + jnp.cross(vl, fl), jnp.cross(w, fl)], axis=-1)
-
-
-def inertia_mul(inert: jax.Array, v: jax.Array) -> jax.Array:
-    """(..., 6) force = spatial inertia (..., 10) (MuJoCo cinert layout) times motion (..., 6)."""
-    i = inert
-    w, vl = v[..., :3], v[..., 3:]
-    h, m = i[..., 6:9], i[..., 9:10]
-    iw = jnp.stack(
-        [
-            i[..., 0] * w[..., 0] + i[..., 3] * w[..., 1] + i[..., 4] * w[..., 2],
-            i[..., 3] * w[..., 0] + i[..., 1] * w[..., 1] + i[..., 5] * w[..., 2],
-            i[..., 4] * w[..., 0] + i[..., 5] * w[..., 1] + i[..., 2] * w[..., 2],
-        ],
-        axis=-1,
-    )
-    return jnp.concatenate([iw + jnp.cross(h, vl), m * vl - jnp.cross(h, w)], axis=-1)
-
-
 def subtree_com(sys: System, xipos: jax.Array) -> jax.Array:
     """(nbody, 3) center of mass of each body's subtree (its own xipos if the subtree is massless)."""
     st = structure(sys)
@@ -139,20 +110,7 @@ def cinert(sys: System, fr: Frames, com: jax.Array) -> jax.Array:
     """(nbody, 10) body inertias about their tree's com, world axes (MuJoCo cinert)."""
     st = structure(sys)
     d = fr.xipos - com[st.root]
-    m = sys.body_mass
-    # rotate the principal inertia to world axes, then shift it to the com point (parallel axes)
-    rot = fr.ximat
-    iw = jnp.einsum("bij,bj,bkj->bik", rot, sys.body_inertia, rot, precision=_HI)
-    dd = jnp.sum(d * d, axis=-1)
-    eye = jnp.eye(3, dtype=d.dtype)[None]
-    ic = iw + m[:, None, None] * (dd[:, None, None] * eye - d[:, :, None] * d[:, None, :])
-    six = jnp.stack([ic[:, 0, 0], ic[:, 1, 1], ic[:, 2, 2], ic[:, 0, 1], ic[:, 0, 2], ic[:, 1, 2]], axis=-1)
-    return jnp.concatenate([six, m[:, None] * d, m[:, None]], axis=-1)
-
-
-def _dof_axes(lin_point: jax.Array, ang: jax.Array) -> jax.Array:
-    """Motion axes [a; a × lin_point] of rotations about `ang` through a point at offset -lin_point."""
-    return jnp.concatenate([ang, jnp.cross(ang, lin_point)], axis=-1)
+    return com_inertia(sys.body_mass, sys.body_inertia, fr.ximat, d)
 
 
 def cdof(sys: System, fr: Frames, com: jax.Array) -> jax.Array:
@@ -162,17 +120,17 @@ def cdof(sys: System, fr: Frames, com: jax.Array) -> jax.Array:
     out = jnp.zeros((sys.nv, 6), dtype)
     c = com[st.root]  # per body
 
-    for t in (JNT_HINGE, JNT_SLIDE):
+    for t in (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE):
         js = st.jnt_of_type[t]
         if js.size:
             a = fr.xaxis[js]
-            if t == JNT_HINGE:
-                val = _dof_axes(c[st.jnt_body[js]] - fr.xanchor[js], a)
+            if t == mjtJoint.mjJNT_HINGE:
+                val = rotation_motion(a, c[st.jnt_body[js]] - fr.xanchor[js])
             else:
                 val = jnp.concatenate([jnp.zeros_like(a), a], axis=-1)
             out = out.at[st.jnt_dofs[t]].set(val)
 
-    for t in (JNT_BALL, JNT_FREE):
+    for t in (mjtJoint.mjJNT_BALL, mjtJoint.mjJNT_FREE):
         js = st.jnt_of_type[t]
         if not js.size:
             continue
@@ -180,9 +138,9 @@ def cdof(sys: System, fr: Frames, com: jax.Array) -> jax.Array:
         # rotational dofs turn about the body's current local axes (columns of xmat)
         axes = jnp.swapaxes(quat_to_mat(fr.xquat[b]), -1, -2)  # (n, k, xyz)
         off = (c[b] - fr.xanchor[js])[:, None, :]
-        rot = _dof_axes(jnp.broadcast_to(off, axes.shape), axes)
+        rot = rotation_motion(axes, jnp.broadcast_to(off, axes.shape))
         dofs = st.jnt_dofs[t]
-        if t == JNT_BALL:
+        if t == mjtJoint.mjJNT_BALL:
             out = out.at[dofs].set(rot)
         else:
             eye = jnp.broadcast_to(jnp.eye(3, dtype=dtype), (js.size, 3, 3))
@@ -208,4 +166,4 @@ def com_vel(sys: System, cdof_: jax.Array, qd: jax.Array) -> tuple[jax.Array, ja
     vel = cdof_ * qd[:, None]
     cvel = mm(jnp.asarray(st.body_dof), vel)
     before = mm(jnp.asarray(st.dof_before), vel)
-    return cvel, cross_motion(before, cdof_)
+    return cvel, motion_cross(before, cdof_)

@@ -17,22 +17,15 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from brax_math import point_velocity
+from mujoco import mjtDisableBit, mjtJoint
 
 from brax_physics._src.collision.contact import Contact
 from brax_physics._src.collision.pairs import CollisionPairs
 from brax_physics._src.com import mm
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.structure import structure
-from brax_physics._src.system import (
-    DSBL_CONSTRAINT,
-    DSBL_CONTACT,
-    DSBL_FRICTIONLOSS,
-    DSBL_LIMIT,
-    DSBL_REFSAFE,
-    JNT_HINGE,
-    JNT_SLIDE,
-    System,
-)
+from brax_physics._src.system import System
 
 MINIMP = 1e-4  # mjMINIMP
 MAXIMP = 0.9999  # mjMAXIMP
@@ -116,17 +109,17 @@ def _layout(
     pairs: CollisionPairs,
     disableflags: int,
 ) -> Layout:
-    off = bool(disableflags & DSBL_CONSTRAINT)
-    floss = [] if off or disableflags & DSBL_FRICTIONLOSS else [
+    off = bool(disableflags & mjtDisableBit.mjDSBL_CONSTRAINT)
+    floss = [] if off or disableflags & mjtDisableBit.mjDSBL_FRICTIONLOSS else [
         i for i, f in enumerate(dof_hasfrictionloss) if f
     ]
-    scalar = (JNT_HINGE, JNT_SLIDE)
-    lim = [] if off or disableflags & DSBL_LIMIT else [
+    scalar = (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE)
+    lim = [] if off or disableflags & mjtDisableBit.mjDSBL_LIMIT else [
         j for j, (lt, t) in enumerate(zip(jnt_limited, jnt_type, strict=True)) if lt and t in scalar
     ]
     body = np.asarray(geom_bodyid, np.int32).reshape(-1)
     g1, g2, dim = [], [], []
-    if not (off or disableflags & DSBL_CONTACT):
+    if not (off or disableflags & mjtDisableBit.mjDSBL_CONTACT):
         for g in pairs.groups:
             k = g.ncon_per_pair
             g1.append(np.repeat(g.geom1, k))
@@ -176,7 +169,10 @@ class Rows(NamedTuple):
 
 
 def impedance(solimp: jax.Array, r: jax.Array) -> jax.Array:
-    """(n,) impedance d(r) from solimp (n, 5) and residual r (n,) (PHYSICS.md section 6)."""
+    """(n,) impedance d(r) from solimp (n, 5) and residual r (n,).
+
+    MuJoCo documentation, Computation: Constraint solver, Parameters (and Modeling: Solver parameters).
+    """
     dmin = jnp.clip(solimp[:, 0], MINIMP, MAXIMP)
     dmax = jnp.clip(solimp[:, 1], MINIMP, MAXIMP)
     width = jnp.maximum(solimp[:, 2], MINVAL)
@@ -199,7 +195,7 @@ def _stiffness_damping(sys: System, solref: jax.Array, solimp: jax.Array) -> tup
     """(k, b) (n,) from solref (n, 2): standard (timeconst, dampratio) or direct (-stiffness, -damping)."""
     dmax = jnp.clip(solimp[:, 1], MINIMP, MAXIMP)
     tc, zeta = solref[:, 0], solref[:, 1]
-    refsafe = not sys.opt.disableflags & DSBL_REFSAFE
+    refsafe = not sys.opt.disableflags & mjtDisableBit.mjDSBL_REFSAFE
     tc_std = jnp.maximum(tc, 2 * sys.opt.timestep) if refsafe else tc
     standard = tc > 0
     tc_s = jnp.where(standard, tc_std, 1.0)
@@ -213,12 +209,12 @@ def contact_jacobian(sys: System, lay: Layout, cdof: jax.Array, subtree_com: jax
                      contact: Contact) -> jax.Array:
     """(ncon, maxdim, nv) contact-frame Jacobian rows [n, t1, t2, spin, roll1, roll2][:maxdim]."""
     st = structure(sys)
-    ang, lin = cdof[:, :3], cdof[:, 3:]
+    ang = cdof[:, :3]
 
     def point_jac(body: np.ndarray) -> tuple[jax.Array, jax.Array]:
         off = contact.pos - subtree_com[st.root[body]]  # (ncon, 3)
         mask = jnp.asarray(st.body_dof[body])[..., None]  # (ncon, nv, 1)
-        jacp = (lin[None] + jnp.cross(ang[None], off[:, None, :])) * mask  # (ncon, nv, 3)
+        jacp = point_velocity(cdof[None], off[:, None, :]) * mask  # (ncon, nv, 3)
         return jacp, ang[None] * mask
 
     p1, r1 = point_jac(lay.con_body1)

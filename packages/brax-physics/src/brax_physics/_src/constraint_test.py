@@ -13,7 +13,7 @@ import pytest
 
 import brax_physics as bp
 from brax_physics._src import com, constraint, kinematics
-from brax_physics._src import testing_models as tm
+from brax_physics._src import models_testutil as tm
 from brax_physics._src.collision.contact import collide
 
 SECONDS = 2.0
@@ -164,8 +164,9 @@ def test_grad_through_contacts_is_finite() -> None:
     assert g[0] > 0  # pushing harder along x ends farther along x
 
 
-# PHYSICS.md section 6 cases: one sphere per case on a shared floor (each with its own contact
-# parameters), the margin/impratio case, and a hinge past either limit with friction loss.
+# Contact-parameter cases (MuJoCo documentation, Computation: Constraint model, Contact; Constraint
+# solver, Parameters): one sphere per case on a shared floor (each with its own contact parameters),
+# the margin/impratio case, and a hinge past either limit with friction loss.
 _SPHERES = """<mujoco><option {opt}/><worldbody><geom type='plane' size='0 0 1'/>
 <body pos='0 0 {z}'><freejoint/><geom size='.1' {sg}/></body>{more}</worldbody></mujoco>"""
 _CASES = [  # (geom attributes, height)

@@ -6,19 +6,13 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from brax_math import force_cross, inertia_mul
+from mujoco import mjtBias, mjtDisableBit
 
 from brax_physics._src import linalg
-from brax_physics._src.com import cross_force, inertia_mul, mm
+from brax_physics._src.com import mm
 from brax_physics._src.structure import structure
-from brax_physics._src.system import (
-    BIAS_AFFINE,
-    DSBL_ACTUATION,
-    DSBL_CLAMPCTRL,
-    DSBL_DAMPER,
-    DSBL_GRAVITY,
-    DSBL_SPRING,
-    System,
-)
+from brax_physics._src.system import System
 
 
 def rne(sys: System, cinert: jax.Array, cdof: jax.Array, cvel: jax.Array, cdof_dot: jax.Array,
@@ -27,10 +21,10 @@ def rne(sys: System, cinert: jax.Array, cdof: jax.Array, cvel: jax.Array, cdof_d
     st = structure(sys)
     dtype = cdof.dtype
     # gravity enters as a fictitious upward acceleration of the world
-    g = jnp.zeros(3, dtype) if sys.opt.disableflags & DSBL_GRAVITY else sys.opt.gravity
+    g = jnp.zeros(3, dtype) if sys.opt.disableflags & mjtDisableBit.mjDSBL_GRAVITY else sys.opt.gravity
     cacc = mm(jnp.asarray(st.body_dof), cdof_dot * qd[:, None])
     cacc = cacc + jnp.concatenate([jnp.zeros(3, dtype), -g])[None, :]
-    cfrc = inertia_mul(cinert, cacc) + cross_force(cvel, inertia_mul(cinert, cvel))
+    cfrc = inertia_mul(cinert, cacc) + force_cross(cvel, inertia_mul(cinert, cvel))
     cfrc_sub = mm(jnp.asarray(st.subtree), cfrc)  # total force carried by each body's subtree
     return jnp.sum(cdof * cfrc_sub[st.dof_body], axis=-1)
 
@@ -39,11 +33,11 @@ def passive(sys: System, q: jax.Array, qd: jax.Array) -> jax.Array:
     """(nv,) passive force qfrc_passive: joint springs (hinge/slide) and dof dampers."""
     st = structure(sys)
     frc = jnp.zeros(sys.nv, qd.dtype)
-    if not sys.opt.disableflags & DSBL_SPRING and st.scalar_qpos.size:
+    if not sys.opt.disableflags & mjtDisableBit.mjDSBL_SPRING and st.scalar_qpos.size:
         jnts = st.scalar_jnt
         stretch = q[st.scalar_qpos] - sys.qpos_spring[st.scalar_qpos]
         frc = frc.at[st.scalar_dof].add(-sys.jnt_stiffness[jnts] * stretch)
-    if not sys.opt.disableflags & DSBL_DAMPER:
+    if not sys.opt.disableflags & mjtDisableBit.mjDSBL_DAMPER:
         frc = frc - sys.dof_damping * qd
     return frc
 
@@ -61,11 +55,11 @@ def actuation(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array) -> Actua
     """Actuator forces for joint transmissions, fixed gain and none/affine bias."""
     st = structure(sys)
     dtype = qd.dtype
-    if sys.nu == 0 or sys.opt.disableflags & DSBL_ACTUATION:
+    if sys.nu == 0 or sys.opt.disableflags & mjtDisableBit.mjDSBL_ACTUATION:
         zero_u = jnp.zeros(sys.nu, dtype)
         return Actuation(act, zero_u, jnp.zeros(sys.nv, dtype), zero_u)
     ctrl = act
-    if not sys.opt.disableflags & DSBL_CLAMPCTRL and any(sys.actuator_ctrllimited):
+    if not sys.opt.disableflags & mjtDisableBit.mjDSBL_CLAMPCTRL and any(sys.actuator_ctrllimited):
         lim = jnp.asarray(sys.actuator_ctrllimited)
         rng = sys.actuator_ctrlrange
         ctrl = jnp.where(lim, jnp.clip(ctrl, rng[:, 0], rng[:, 1]), ctrl)
@@ -74,8 +68,8 @@ def actuation(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array) -> Actua
     velocity = gear * qd[st.act_dof]
     force = sys.actuator_gainprm[:, 0] * ctrl
     dforce = jnp.zeros(sys.nu, dtype)
-    if any(t == BIAS_AFFINE for t in sys.actuator_biastype):
-        affine = jnp.asarray([t == BIAS_AFFINE for t in sys.actuator_biastype])
+    if any(t == mjtBias.mjBIAS_AFFINE for t in sys.actuator_biastype):
+        affine = jnp.asarray([t == mjtBias.mjBIAS_AFFINE for t in sys.actuator_biastype])
         b = sys.actuator_biasprm
         force = force + jnp.where(affine, b[:, 0] + b[:, 1] * length + b[:, 2] * velocity, 0.0)
         dforce = jnp.where(affine, b[:, 2], 0.0)

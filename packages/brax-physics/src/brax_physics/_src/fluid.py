@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from brax_math import point_velocity, spatial_force
 
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
@@ -55,7 +56,7 @@ def fluid(sys: System, density: jax.Array, viscosity: jax.Array, wind: jax.Array
     st = structure(sys)
     com = subtree_com[st.root]
     ang_w = cvel[:, :3]
-    lin_w = cvel[:, 3:] + jnp.cross(ang_w, xipos - com) - wind[None]
+    lin_w = point_velocity(cvel, xipos - com) - wind[None]
     to_local = jnp.swapaxes(ximat, -1, -2)
     ang = jnp.einsum("bij,bj->bi", to_local, ang_w, precision=_HI)
     lin = jnp.einsum("bij,bj->bi", to_local, lin_w, precision=_HI)
@@ -64,7 +65,7 @@ def fluid(sys: System, density: jax.Array, viscosity: jax.Array, wind: jax.Array
     torque = jnp.einsum("bij,bj->bi", ximat, torque, precision=_HI)
     force = jnp.einsum("bij,bj->bi", ximat, force, precision=_HI)
     # The wrench acts at xipos; about the tree's com point it gains the moment (xipos - com) x f.
-    wrench = jnp.concatenate([torque + jnp.cross(xipos - com, force), force], axis=-1)
+    wrench = spatial_force(torque, force, xipos - com)
     # Only bodies a dof moves feel it through that dof (world body 0 has no dofs).
     per_body = jnp.matmul(wrench, cdof.T, precision=_HI)  # (nbody, nv)
     return jnp.sum(jnp.asarray(st.body_dof) * per_body, axis=0)

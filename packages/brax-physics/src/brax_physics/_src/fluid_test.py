@@ -65,8 +65,9 @@ def test_matches_mujoco_qfrc_fluid(case: str) -> None:
     sys = bp.from_mjmodel(bare)
     state = bp.init(sys, jnp.asarray(d.qpos, jnp.float32), jnp.asarray(d.qvel, jnp.float32))
     cvel, _ = com.com_vel(sys, state.cdof, state.qd)
-    got = fluid(sys, jnp.float32(m.opt.density), jnp.float32(m.opt.viscosity), jnp.asarray(m.opt.wind, jnp.float32),
-                state.xipos, state.ximat, state.subtree_com, cvel, state.cdof)
+    got = fluid(sys, jnp.float32(m.opt.density), jnp.float32(m.opt.viscosity),
+                jnp.asarray(m.opt.wind, jnp.float32), state.xipos, state.ximat, state.subtree_com, cvel,
+                state.cdof)
     np.testing.assert_allclose(got, d.qfrc_fluid, rtol=1e-4, atol=1e-4 * np.abs(d.qfrc_fluid).max())
 
 
@@ -74,7 +75,8 @@ def test_inertia_box_of_a_box_is_its_half_size() -> None:
     # A solid box's principal inertia gives back its half-sizes exactly.
     mass = jnp.asarray([2.0, 0.0])
     a, b, c = 0.3, 0.1, 0.2
-    inertia = jnp.asarray([[mass[0] / 3 * (b * b + c * c), mass[0] / 3 * (a * a + c * c), mass[0] / 3 * (a * a + b * b)],
+    m3 = mass[0] / 3
+    inertia = jnp.asarray([[m3 * (b * b + c * c), m3 * (a * a + c * c), m3 * (a * a + b * b)],
                            [0.0, 0.0, 0.0]])
     np.testing.assert_allclose(inertia_box(mass, inertia), np.array([[a, b, c], [0.0, 0.0, 0.0]]), rtol=1e-5)
     g = jax.grad(lambda i: jnp.sum(inertia_box(mass, i)))(inertia)

@@ -18,7 +18,7 @@ PENDULUM = """<mujoco><worldbody><body><joint name="hinge" type="hinge" axis="0 
   <actuator><motor joint="hinge"/></actuator></mujoco>"""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _pendulum() -> bp.System:
     return bp.load_mjcf(PENDULUM)
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from brax_math import quat_integrate
+from mujoco import mjtJoint
 
 from brax_physics._src.dynamics import factor, solve
 from brax_physics._src.structure import structure
-from brax_physics._src.system import JNT_BALL, JNT_FREE, System
+from brax_physics._src.system import System
 
 
 def integrate_pos(sys: System, q: jax.Array, v: jax.Array, h: jax.Array) -> jax.Array:
@@ -20,11 +21,11 @@ def integrate_pos(sys: System, q: jax.Array, v: jax.Array, h: jax.Array) -> jax.
     out = q
     if st.scalar_qpos.size:
         out = out.at[st.scalar_qpos].add(h * v[st.scalar_dof])
-    if st.jnt_of_type[JNT_BALL].size:
-        qa, da = st.jnt_qpos[JNT_BALL], st.jnt_dofs[JNT_BALL]
+    if st.jnt_of_type[mjtJoint.mjJNT_BALL].size:
+        qa, da = st.jnt_qpos[mjtJoint.mjJNT_BALL], st.jnt_dofs[mjtJoint.mjJNT_BALL]
         out = out.at[qa].set(quat_integrate(q[qa], v[da], h))
-    if st.jnt_of_type[JNT_FREE].size:
-        qa, da = st.jnt_qpos[JNT_FREE], st.jnt_dofs[JNT_FREE]
+    if st.jnt_of_type[mjtJoint.mjJNT_FREE].size:
+        qa, da = st.jnt_qpos[mjtJoint.mjJNT_FREE], st.jnt_dofs[mjtJoint.mjJNT_FREE]
         out = out.at[qa[:, :3]].add(h * v[da[:, :3]])
         out = out.at[qa[:, 3:]].set(quat_integrate(q[qa[:, 3:]], v[da[:, 3:]], h))
     return out

@@ -8,19 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from brax_math import axis_angle_to_quat, normalize, quat_identity, quat_mul, quat_to_mat, rotate
+from mujoco import mjtJoint, mjtSameFrame
 
 from brax_physics._src.structure import Structure, structure
-from brax_physics._src.system import (
-    JNT_BALL,
-    JNT_FREE,
-    JNT_HINGE,
-    JNT_SLIDE,
-    SAMEFRAME_BODY,
-    SAMEFRAME_BODYROT,
-    SAMEFRAME_INERTIA,
-    SAMEFRAME_INERTIAROT,
-    System,
-)
+from brax_physics._src.system import System
 
 
 class Frames(NamedTuple):
@@ -53,30 +44,30 @@ def _joint_transforms(sys: System, st: Structure, q: jax.Array) -> tuple[jax.Arr
     """
     parts_pos, parts_quat, order = [], [], []
 
-    h = st.jnt_of_type[JNT_HINGE]
+    h = st.jnt_of_type[mjtJoint.mjJNT_HINGE]
     if h.size:
-        adr = st.jnt_qpos[JNT_HINGE]
+        adr = st.jnt_qpos[mjtJoint.mjJNT_HINGE]
         rot = axis_angle_to_quat(sys.jnt_axis[h], q[adr] - sys.qpos0[adr])
         # rotation about the anchor jnt_pos: the anchor point stays where it was
         parts_pos.append(sys.jnt_pos[h] - rotate(sys.jnt_pos[h], rot))
         parts_quat.append(rot)
         order.append(h)
 
-    s = st.jnt_of_type[JNT_SLIDE]
+    s = st.jnt_of_type[mjtJoint.mjJNT_SLIDE]
     if s.size:
-        adr = st.jnt_qpos[JNT_SLIDE]
+        adr = st.jnt_qpos[mjtJoint.mjJNT_SLIDE]
         parts_pos.append(sys.jnt_axis[s] * (q[adr] - sys.qpos0[adr])[:, None])
         parts_quat.append(quat_identity((s.size,), q.dtype))
         order.append(s)
 
-    b = st.jnt_of_type[JNT_BALL]
+    b = st.jnt_of_type[mjtJoint.mjJNT_BALL]
     if b.size:
-        rot = normalize(q[st.jnt_qpos[JNT_BALL]])
+        rot = normalize(q[st.jnt_qpos[mjtJoint.mjJNT_BALL]])
         parts_pos.append(sys.jnt_pos[b] - rotate(sys.jnt_pos[b], rot))
         parts_quat.append(rot)
         order.append(b)
 
-    rest = np.concatenate([st.jnt_of_type[JNT_FREE], [sys.njnt]]).astype(np.int32)
+    rest = np.concatenate([st.jnt_of_type[mjtJoint.mjJNT_FREE], [sys.njnt]]).astype(np.int32)
     parts_pos.append(jnp.zeros((rest.size, 3), q.dtype))
     parts_quat.append(quat_identity((rest.size,), q.dtype))
     order.append(rest)
@@ -109,7 +100,7 @@ def kinematics(sys: System, q: jax.Array) -> Frames:
     fb = st.free_bodies
     if fb.size:
         # free joints (children of the world, sole joint of their body) set the pose directly
-        fq = q[st.jnt_qpos[JNT_FREE]]
+        fq = q[st.jnt_qpos[mjtJoint.mjJNT_FREE]]
         pick = np.arange(nbody, dtype=np.int32)
         pick[fb] = nbody + np.arange(fb.size, dtype=np.int32)
         lpos = _take(jnp.concatenate([lpos, fq[:, :3]]), pick)
@@ -138,26 +129,27 @@ def kinematics(sys: System, q: jax.Array) -> Frames:
     xaxis = rotate(sys.jnt_axis, quat_mul(xquat[jp], pre_quat))
     if fb.size:
         jfree = np.arange(njnt, dtype=np.int32)
-        jfree[st.jnt_of_type[JNT_FREE]] = njnt + np.arange(fb.size, dtype=np.int32)
+        jfree[st.jnt_of_type[mjtJoint.mjJNT_FREE]] = njnt + np.arange(fb.size, dtype=np.int32)
         xanchor = _take(jnp.concatenate([xanchor, _take(xpos, fb)]), jfree)
 
     # MuJoCo's compiler marks frames that coincide with their body's (or inertial) frame and its
     # kinematics then copies that frame instead of reading pos/quat (mj_local2Global): a change to
     # such a geom_pos or body_iquat does nothing in MuJoCo, and a geom on the inertial frame moves
     # with body_ipos. Same here, with the flags as static masks.
+    body, inertia = int(mjtSameFrame.mjSAMEFRAME_BODY), int(mjtSameFrame.mjSAMEFRAME_INERTIA)
+    body_rot, inertia_rot = int(mjtSameFrame.mjSAMEFRAME_BODYROT), int(mjtSameFrame.mjSAMEFRAME_INERTIAROT)
     xmat = quat_to_mat(xquat)
     bsf = np.asarray(sys.body_sameframe, np.int32)
-    xipos = _where(bsf == SAMEFRAME_BODY, xpos, xpos + rotate(sys.body_ipos, xquat))
-    ximat = _where(np.isin(bsf, (SAMEFRAME_BODY, SAMEFRAME_BODYROT)), xmat,
-                   quat_to_mat(quat_mul(xquat, sys.body_iquat)))
+    xipos = _where(bsf == body, xpos, xpos + rotate(sys.body_ipos, xquat))
+    ximat = _where(np.isin(bsf, (body, body_rot)), xmat, quat_to_mat(quat_mul(xquat, sys.body_iquat)))
     gb = st.geom_body
     gsf = np.asarray(sys.geom_sameframe, np.int32)
     geom_xpos = xpos[gb] + rotate(sys.geom_pos, xquat[gb])
-    geom_xpos = _where(gsf == SAMEFRAME_INERTIA, xipos[gb], geom_xpos)
-    geom_xpos = _where(gsf == SAMEFRAME_BODY, xpos[gb], geom_xpos)
+    geom_xpos = _where(gsf == inertia, xipos[gb], geom_xpos)
+    geom_xpos = _where(gsf == body, xpos[gb], geom_xpos)
     geom_xmat = quat_to_mat(quat_mul(xquat[gb], sys.geom_quat))
-    geom_xmat = _where(np.isin(gsf, (SAMEFRAME_BODY, SAMEFRAME_BODYROT)), xmat[gb],
-                       _where(np.isin(gsf, (SAMEFRAME_INERTIA, SAMEFRAME_INERTIAROT)), ximat[gb], geom_xmat))
+    geom_xmat = _where(np.isin(gsf, (body, body_rot)), xmat[gb],
+                       _where(np.isin(gsf, (inertia, inertia_rot)), ximat[gb], geom_xmat))
     return Frames(xpos, xquat, xanchor, xaxis, xipos, ximat, geom_xpos, geom_xmat)
 
 

@@ -6,9 +6,9 @@ more, the solves run as whole-array operations on (n, n, batch) arrays with the 
 axis, each one SIMD loop over the batch that fuses with its neighbours, where a batched LAPACK
 call runs matrix by matrix:
 `spd_solve` (the Newton solver's, several per step) factors by a right-looking Cholesky unrolled
-over columns, and it and `cho_solve` substitute row by row in a `fori_loop` (1024 14x14 systems:
-0.19 ms vs LAPACK's 0.48 ms). `cholesky`, once per step for the mass matrix, stays LAPACK: the
-unrolled factor made the ant step compile ~1.5 s longer.
+over columns, and it and `cho_solve` substitute row by row in a `fori_loop`. `cholesky`, once per
+step for the mass matrix, stays LAPACK: there the unrolled factor cost more compile time than it
+saved at run time (measurements in CHANGELOG.md).
 
 Batched LAPACK calls must never run two at a time: jaxlib 0.10's CPU kernels split a large batch
 over XLA's intra-op thread pool and block their own pool thread until the pieces finish; once as
@@ -40,15 +40,15 @@ MINVAL = 1e-15
 """MuJoCo's mjMINVAL: the smallest value treated as nonzero (weights, widths, regularizers)."""
 
 # Unbatched matrices up to this size use the column form too: a LAPACK custom call has a fixed
-# cost per call that dominates tiny matrices (one scan of 1000 factor+solve, n=2: 0.56 us vs 0.07
-# us per step); from n=7 on LAPACK is as fast or faster and compiles quicker.
+# cost per call that dominates tiny matrices; from n=7 on LAPACK is as fast or faster and
+# compiles quicker.
 SMALL_N = 4
 # Largest n for which `spd_solve` under vmap runs as column operations (humanoid, n = 27, ran
 # several times slower that way: the unrolled factor's trailing-block copies grow as n³).
 UNROLL_MAX_N = 16
 # Smallest batch for the column form: below it LAPACK's per-matrix cost is small anyway, and tiny
-# whole-array operations are not (ant at 1 env: 8.5k env steps/s with LAPACK, 6.3k without). Batches
-# up to 128 were never seen to hang, and the pipeline chains its LAPACK calls regardless.
+# whole-array operations are not (a single ant env steps faster with LAPACK). Batches up to 128
+# were never seen to hang, and the pipeline chains its LAPACK calls regardless.
 UNROLL_MIN_BATCH = 8
 
 
@@ -56,7 +56,7 @@ def _factor_columns(a: jax.Array) -> jax.Array:
     """(n, n, B) lower Cholesky factor of a (n, n, B), batch last.
 
     Right-looking, unrolled: peel a column, update the trailing block (~4n operations; a
-    fixed-shape loop over columns was 3-5x slower). A matrix that is not positive definite gives
+    fixed-shape loop over columns was slower). A matrix that is not positive definite gives
     NaN, as LAPACK's factor does.
     """
     n = a.shape[0]
@@ -74,8 +74,8 @@ def _factor_columns(a: jax.Array) -> jax.Array:
 def _substitute(low: jax.Array, b: jax.Array) -> jax.Array:
     """(n, B) solution of L Lᵀ x = b for L (n, n, B) lower triangular and b (n, B), batch last.
 
-    Forward then back substitution, one row per loop trip (a loop compiles in a third of the time
-    of the unrolled form and ran faster: 0.19 ms vs 0.32 ms for 1024 14x14 systems).
+    Forward then back substitution, one row per loop trip (a loop compiles faster than the
+    unrolled form, and ran faster too).
     """
     n = low.shape[0]
     if n == 0:  # a model without degrees of freedom

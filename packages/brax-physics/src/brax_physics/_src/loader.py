@@ -10,31 +10,12 @@ from typing import Any
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+from mujoco import mjtBias, mjtCone, mjtDyn, mjtEnableBit, mjtGain, mjtIntegrator, mjtJoint, mjtTrn
 
 from brax_physics._src.collision.pairs import PairGroup, collision_pairs
+from brax_physics._src.mjenum import keyword
 from brax_physics._src.options_check import emit_option_warnings
-from brax_physics._src.system import (
-    BIAS_AFFINE,
-    BIAS_NONE,
-    INT_EULER,
-    INT_IMPLICITFAST,
-    INT_RK4,
-    JNT_BALL,
-    JNT_FREE,
-    JNT_HINGE,
-    JNT_SLIDE,
-    ModelRef,
-    Options,
-    System,
-)
-
-_ENBL_SLEEP = 1 << 4
-_INTEGRATOR_NAMES = {0: "Euler", 1: "RK4", 2: "implicit", 3: "implicitfast", 4: "discrete"}
-_DYN_NAMES = {0: "none", 1: "integrator", 2: "filter", 3: "filterexact", 4: "muscle", 5: "dcmotor", 6: "pid",
-              7: "user"}
-_GAIN_NAMES = {0: "fixed", 1: "affine", 2: "muscle", 3: "dcmotor", 4: "so3", 5: "pid", 6: "user"}
-_BIAS_NAMES = {0: "none", 1: "affine", 2: "muscle", 3: "dcmotor", 4: "so3", 5: "user"}
-_TRN_NAMES = {0: "joint", 1: "jointinparent", 2: "slidercrank", 3: "tendon", 4: "site", 5: "body", 6: "so3"}
+from brax_physics._src.system import ModelRef, Options, System
 
 
 def load_mjcf(path_or_xml: str | os.PathLike[str]) -> System:
@@ -85,18 +66,18 @@ def unsupported(m: Any) -> list[str]:
     jnt = _namer(m, obj.mjOBJ_JOINT, "joint")
     for j in range(m.njnt):
         t = int(m.jnt_type[j])
-        if t in (JNT_BALL, JNT_FREE) and m.jnt_stiffness[j] != 0:
-            kind = "ball" if t == JNT_BALL else "free"
-            errs.append(f"{jnt(j)}: stiffness on a {kind} joint is not supported")
-        if m.jnt_limited[j] and t == JNT_BALL:
+        if t in (mjtJoint.mjJNT_BALL, mjtJoint.mjJNT_FREE) and m.jnt_stiffness[j] != 0:
+            errs.append(f"{jnt(j)}: stiffness on a {keyword(mjtJoint, t)} joint is not supported")
+        if m.jnt_limited[j] and t == mjtJoint.mjJNT_BALL:
             errs.append(f"{jnt(j)}: limited=true on a ball joint is not supported")
         if np.any(m.jnt_stiffnesspoly[j] != 0) or m.jnt_springyield[j] != 0:
             errs.append(f"{jnt(j)}: nonlinear or plastic springs are not supported")
         if m.jnt_actfrclimited[j]:
             errs.append(f"{jnt(j)}: actuatorfrcrange is not supported")
-        if t == JNT_FREE and m.body_jntnum[m.jnt_bodyid[j]] != 1:
+        if t == mjtJoint.mjJNT_FREE and m.body_jntnum[m.jnt_bodyid[j]] != 1:
             errs.append(f"{jnt(j)}: a free joint must be the only joint of its body")
-        dofs = range(m.jnt_dofadr[j], m.jnt_dofadr[j] + {JNT_FREE: 6, JNT_BALL: 3}.get(t, 1))
+        ndof = {int(mjtJoint.mjJNT_FREE): 6, int(mjtJoint.mjJNT_BALL): 3}.get(t, 1)
+        dofs = range(m.jnt_dofadr[j], m.jnt_dofadr[j] + ndof)
         if any(np.any(m.dof_dampingpoly[d] != 0) for d in dofs):
             errs.append(f"{jnt(j)}: nonlinear damping is not supported")
 
@@ -105,15 +86,15 @@ def unsupported(m: Any) -> list[str]:
         dyn, gain, bias, trn = (int(m.actuator_dyntype[i]), int(m.actuator_gaintype[i]),
                                 int(m.actuator_biastype[i]), int(m.actuator_trntype[i]))
         a = act(i)
-        if dyn != 0:
-            errs.append(f"{a}: dyntype={_DYN_NAMES.get(dyn, dyn)} is not supported (only dyntype none)")
-        if gain != 0:
-            errs.append(f"{a}: gaintype={_GAIN_NAMES.get(gain, gain)} is not supported (only gaintype fixed)")
-        if bias not in (BIAS_NONE, BIAS_AFFINE):
-            errs.append(f"{a}: biastype={_BIAS_NAMES.get(bias, bias)} is not supported (only none, affine)")
-        if trn != 0:
-            errs.append(f"{a}: trntype={_TRN_NAMES.get(trn, trn)} is not supported (only joint transmission)")
-        elif m.jnt_type[m.actuator_trnid[i, 0]] not in (JNT_HINGE, JNT_SLIDE):
+        if dyn != mjtDyn.mjDYN_NONE:
+            errs.append(f"{a}: dyntype={keyword(mjtDyn, dyn)} is not supported (only dyntype none)")
+        if gain != mjtGain.mjGAIN_FIXED:
+            errs.append(f"{a}: gaintype={keyword(mjtGain, gain)} is not supported (only gaintype fixed)")
+        if bias not in (mjtBias.mjBIAS_NONE, mjtBias.mjBIAS_AFFINE):
+            errs.append(f"{a}: biastype={keyword(mjtBias, bias)} is not supported (only none, affine)")
+        if trn != mjtTrn.mjTRN_JOINT:
+            errs.append(f"{a}: trntype={keyword(mjtTrn, trn)} is not supported (only joint transmission)")
+        elif int(m.jnt_type[m.actuator_trnid[i, 0]]) not in (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE):
             errs.append(f"{act(i)}: joint transmission on a ball or free joint is not supported")
         if m.actuator_damping[i] != 0 or m.actuator_armature[i] != 0:
             errs.append(f"{act(i)}: actuator damping/armature is not supported")
@@ -123,20 +104,22 @@ def unsupported(m: Any) -> list[str]:
             errs.append(f"{act(i)}: nonlinear actuator damping is not supported")
 
     opt = m.opt
-    if opt.integrator not in (INT_EULER, INT_RK4, INT_IMPLICITFAST):
-        integ = _INTEGRATOR_NAMES.get(opt.integrator, opt.integrator)
+    supported = (mjtIntegrator.mjINT_EULER, mjtIntegrator.mjINT_RK4, mjtIntegrator.mjINT_IMPLICITFAST)
+    if int(opt.integrator) not in supported:
+        integ = keyword(mjtIntegrator, int(opt.integrator))
         errs.append(f"option: integrator={integ} is not supported (Euler, RK4, implicitfast)")
-    if opt.integrator == INT_IMPLICITFAST and np.any(m.jnt_type == JNT_FREE):
+    implicitfast = opt.integrator == mjtIntegrator.mjINT_IMPLICITFAST
+    if implicitfast and np.any(m.jnt_type == int(mjtJoint.mjJNT_FREE)):
         # MuJoCo 4.0 adds gyroscopic derivative terms for free bodies under implicitfast (not implemented)
         errs.append("option: integrator=implicitfast with a free joint is not supported (use Euler or RK4)")
-    if opt.integrator == INT_IMPLICITFAST and (opt.density != 0 or opt.viscosity != 0):
+    if implicitfast and (opt.density != 0 or opt.viscosity != 0):
         # MuJoCo integrates fluid forces implicitly there (their velocity derivatives in qDeriv)
         errs.append("option: integrator=implicitfast with density/viscosity (fluid forces) is not supported "
                     "(use Euler or RK4)")
     for flag in ("diagexact", "speculative"):
-        if opt.enableflags & int(mujoco.mjtEnableBit.__members__["mjENBL_" + flag.upper()]):
+        if opt.enableflags & int(mjtEnableBit.__members__["mjENBL_" + flag.upper()]):
             errs.append(f"option: flag {flag}=enable is not supported (MuJoCo's results would differ)")
-    if opt.cone != 0 and any(g.npair for g in _pairs_or_empty(m)):
+    if opt.cone != mjtCone.mjCONE_PYRAMIDAL and any(g.npair for g in _pairs_or_empty(m)):
         errs.append("option: cone=elliptic is not supported with contacts (use the default pyramidal cone)")
     if opt.noslip_iterations != 0:
         errs.append("option: noslip_iterations > 0 is not supported")
@@ -148,7 +131,7 @@ def unsupported(m: Any) -> list[str]:
         errs.append(f"{pair(int(k))} (<pair>): adhesion is not supported")
     for g in np.flatnonzero(np.asarray(m.geom_fluid).reshape(m.ngeom, -1)[:, 0] != 0):
         errs.append(f"{geom(int(g))}: fluidshape=ellipsoid is not supported (the inertia-box fluid model is)")
-    if opt.enableflags & _ENBL_SLEEP:
+    if opt.enableflags & mjtEnableBit.mjENBL_SLEEP:
         errs.append("option: flag sleep is not supported")
     if opt.disableactuator != 0:
         errs.append("option: actuatorgroupdisable is not supported")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import brax_physics as bp
-from brax_physics._src import testing_models as tm
+from brax_physics._src import models_testutil as tm
 
 
 @pytest.mark.parametrize(

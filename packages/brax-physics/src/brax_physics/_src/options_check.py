@@ -109,7 +109,6 @@ ENABLE_FLAGS: dict[str, tuple[Status, str]] = {
 """Every `mjtEnableBit`: its class and where it is honoured, or why it is irrelevant."""
 
 _SOLVER_NAMES = {int(mujoco.mjtSolver.mjSOL_PGS): "PGS", int(mujoco.mjtSolver.mjSOL_CG): "CG"}
-_INT_IMPLICITFAST = int(mujoco.mjtIntegrator.mjINT_IMPLICITFAST)
 
 
 def _bit(prefix: str, name: str) -> int:

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 import brax_physics as bp
-from brax_physics._src import testing_models as tm
+from brax_physics._src import models_testutil as tm
 from brax_physics._src.options_check import DISABLE_FLAGS, ENABLE_FLAGS, OPTIONS, option_warnings
 from brax_physics._src.pipeline_test import _rollout
 
 # A box sliding and spinning to rest on a floor with friction (sliding, then sticking contacts)
-# and an arm swinging into its joint limit: 100 steps of 4 ms.
+# and an arm swinging into its joint limit: 100 timesteps of 0.004 s.
 _SCENE = """
 <mujoco>
   <option timestep="0.004" {opt}/>
@@ -175,7 +175,7 @@ def test_irrelevant_options_load_silently_and_leave_mujoco_unchanged(field: str,
         setattr(m.opt, field, value)
     _load_silently(m)
     q, qd = _mujoco_rollout(m)
-    # islands change only the scaling of the solver's stopping test (measured: 2e-10)
+    # islands change only the scaling of the solver's stopping test: differences at roundoff level
     np.testing.assert_allclose(q, want_q, atol=1e-9, rtol=0)
     np.testing.assert_allclose(qd, want_qd, atol=1e-8, rtol=0)
 

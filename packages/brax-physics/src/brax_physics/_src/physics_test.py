@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 
 import brax_physics as bp
-from brax_physics._src import testing_models as tm
-from brax_physics._src.system import INT_RK4
+from brax_physics._src import models_testutil as tm
+
+# Options.integrator is a static int: the enum's value, not the pybind enum object.
+_RK4 = int(mujoco.mjtIntegrator.mjINT_RK4)
 
 
 def _scan(sys: bp.System, state: bp.State, act: jax.Array, n: int, fn: Any) -> tuple[bp.State, Any]:
@@ -35,7 +37,7 @@ def test_undamped_pendulum_conserves_energy(integrator: str) -> None:
     # semi-implicit Euler is symplectic: energy oscillates with amplitude O(h) but does not drift
     h, steps = (0.002, 2500) if integrator == "Euler" else (0.01, 500)
     opt = sys.opt.replace(timestep=jnp.asarray(h, jnp.float32))
-    sys = sys.replace(opt=opt.replace(integrator=INT_RK4) if integrator == "RK4" else opt)
+    sys = sys.replace(opt=opt.replace(integrator=_RK4) if integrator == "RK4" else opt)
     s0 = bp.init(sys, jnp.array([1.2], jnp.float32))
     run = jax.jit(lambda s: _scan(sys, s, jnp.zeros(0, jnp.float32), steps, lambda s: _energy(sys, s)))
     _, e = run(s0)  # 5 s
@@ -53,7 +55,7 @@ def _angular_momentum(ximat: np.ndarray, inertia: np.ndarray, omega: np.ndarray)
 def test_free_body_angular_momentum() -> None:
     # No torque acts (zero gravity), so L about the com is constant in the world frame. Semi-implicit
     # Euler integrates the gyroscopic term ω × Iω explicitly, so L drifts O(h); MuJoCo C drifts the
-    # same way (0.30% here). We require our drift to match C's to 1e-4 and stay under 0.5%; RK4
+    # same way. We require our drift to match C's to 1e-4 and stay under 0.5%; RK4
     # (O(h^4)) must conserve L to float32 roundoff level.
     qd = np.array([0.3, -0.2, 0.1, 2.0, -3.0, 1.5])
     m = mujoco.MjModel.from_xml_string(tm.FREE_BODY)
@@ -69,7 +71,7 @@ def test_free_body_angular_momentum() -> None:
 
     sys = bp.load_mjcf(tm.FREE_BODY)
     for integ in ("Euler", "RK4"):
-        s = sys if integ == "Euler" else sys.replace(opt=sys.opt.replace(integrator=INT_RK4))
+        s = sys if integ == "Euler" else sys.replace(opt=sys.opt.replace(integrator=_RK4))
         s0 = bp.init(s, None, jnp.asarray(qd, jnp.float32))
         _, (xm, w) = jax.jit(lambda st, s=s: _scan(s, st, jnp.zeros(0, jnp.float32), 200,
                                                   lambda x: (x.ximat[1], x.xd.ang[1])))(s0)

@@ -6,6 +6,11 @@ acceleration, constraints (rows for friction loss, joint limits and contacts, th
 solver). Position-stage results (collision included) are stored in `State` for the state's own `q`,
 so `step` computes them once per step, at the end, for the new positions (and the next `step`
 reuses them).
+
+Every stage runs under a `jax.named_scope` named after MuJoCo's function for it (`fwd_position`
+with `kinematics`, `com_pos`, `crb`, `collision`, `factor_m`; `fwd_velocity` with `com_vel`,
+`rne`, `passive`; `fwd_actuation`; `fwd_acceleration`; `fwd_constraint` with `make_constraint`,
+`solve`, `constraint_force`; `integrate`), so profiles and HLO dumps read like the pipeline.
 """
 
 from __future__ import annotations
@@ -15,23 +20,14 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from brax_math import Motion, Transform
+from brax_math import Motion, Transform, point_velocity
+from mujoco import mjtDisableBit, mjtIntegrator
 
 from brax_physics._src import com, constraint, dynamics, fluid, integrator, kinematics, solver
 from brax_physics._src.collision.contact import Contact, collide
 from brax_physics._src.state import State
 from brax_physics._src.structure import structure
-from brax_physics._src.system import (
-    DSBL_ACTUATION,
-    DSBL_DAMPER,
-    DSBL_EULERDAMP,
-    DSBL_SPRING,
-    DSBL_WARMSTART,
-    INT_EULER,
-    INT_IMPLICITFAST,
-    INT_RK4,
-    System,
-)
+from brax_physics._src.system import System
 
 
 class _Position(NamedTuple):
@@ -56,14 +52,21 @@ class _Acceleration(NamedTuple):
 
 
 def _position(sys: System, q: jax.Array) -> _Position:
-    """Position stage at `q`."""
-    fr = kinematics.kinematics(sys, q)
-    sub = com.subtree_com(sys, fr.xipos)
-    cin = com.cinert(sys, fr, sub)
-    cd = com.cdof(sys, fr, sub)
-    m = com.mass_matrix(sys, cin, cd)
-    con = collide(sys, fr.geom_xpos, fr.geom_xmat)
-    return _Position(fr, sub, cin, cd, m, dynamics.factor(m), con)
+    """Position stage at `q` (MuJoCo's mj_fwdPosition)."""
+    with jax.named_scope("fwd_position"):
+        with jax.named_scope("kinematics"):
+            fr = kinematics.kinematics(sys, q)
+        with jax.named_scope("com_pos"):
+            sub = com.subtree_com(sys, fr.xipos)
+            cin = com.cinert(sys, fr, sub)
+            cd = com.cdof(sys, fr, sub)
+        with jax.named_scope("crb"):
+            m = com.mass_matrix(sys, cin, cd)
+        with jax.named_scope("collision"):
+            con = collide(sys, fr.geom_xpos, fr.geom_xmat)
+        with jax.named_scope("factor_m"):
+            factor = dynamics.factor(m)
+    return _Position(fr, sub, cin, cd, m, factor, con)
 
 
 def _state_position(state: State) -> _Position:
@@ -79,51 +82,63 @@ def solver_config(sys: System) -> solver.Config:
     o = sys.opt
     return solver.Config(
         is_floss=tuple(bool(b) for b in constraint.layout(sys).is_floss), iterations=o.iterations,
-        tolerance=o.tolerance, warmstart=not o.disableflags & DSBL_WARMSTART,
+        tolerance=o.tolerance, warmstart=not o.disableflags & mjtDisableBit.mjDSBL_WARMSTART,
     )
 
 
 def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos: _Position,
                   qacc_warmstart: jax.Array) -> _Acceleration:
     """Velocity, actuation, acceleration and constraint stages, given the position stage at `q`."""
-    cvel, cdof_dot = com.com_vel(sys, pos.cdof, qd)
-    bias = dynamics.rne(sys, pos.cinert, pos.cdof, cvel, cdof_dot, qd)
-    pas = dynamics.passive(sys, q, qd)
-    # MuJoCo adds fluid forces to qfrc_passive, and skips every passive force when springs and
-    # dampers are both disabled (mj_passive's early return).
-    no_passive = (sys.opt.disableflags & DSBL_SPRING) and (sys.opt.disableflags & DSBL_DAMPER)
-    if sys.opt.has_fluid and not no_passive:
-        fr = pos.frames
-        pas = pas + fluid.fluid(sys, sys.opt.density, sys.opt.viscosity, sys.opt.wind, fr.xipos, fr.ximat,
-                                pos.subtree_com, cvel, pos.cdof)
-    actu = dynamics.actuation(sys, q, qd, act)
-    qfrc_smooth = pas - bias + actu.qfrc
-    qacc_smooth = dynamics.solve(pos.mass_matrix, pos.mass_matrix_factor, qfrc_smooth)
+    with jax.named_scope("fwd_velocity"):
+        with jax.named_scope("com_vel"):
+            cvel, cdof_dot = com.com_vel(sys, pos.cdof, qd)
+        with jax.named_scope("rne"):
+            bias = dynamics.rne(sys, pos.cinert, pos.cdof, cvel, cdof_dot, qd)
+        with jax.named_scope("passive"):
+            pas = dynamics.passive(sys, q, qd)
+            # MuJoCo adds fluid forces to qfrc_passive, and skips every passive force when springs
+            # and dampers are both disabled (mj_passive's early return).
+            dflags = sys.opt.disableflags
+            no_passive = (dflags & mjtDisableBit.mjDSBL_SPRING) and (dflags & mjtDisableBit.mjDSBL_DAMPER)
+            if sys.opt.has_fluid and not no_passive:
+                fr = pos.frames
+                pas = pas + fluid.fluid(sys, sys.opt.density, sys.opt.viscosity, sys.opt.wind, fr.xipos,
+                                        fr.ximat, pos.subtree_com, cvel, pos.cdof)
+    with jax.named_scope("fwd_actuation"):
+        actu = dynamics.actuation(sys, q, qd, act)
+    with jax.named_scope("fwd_acceleration"):
+        qfrc_smooth = pas - bias + actu.qfrc
+        qacc_smooth = dynamics.solve(pos.mass_matrix, pos.mass_matrix_factor, qfrc_smooth)
     if constraint.layout(sys).nefc == 0:
         zero = jnp.zeros(0, qd.dtype)
         return _Acceleration(actu, cvel, bias, pas, qacc_smooth, qacc_smooth, zero, jnp.zeros_like(qd))
-    rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact)
-    aref = constraint.reference_acceleration(rows, qd)
-    prob = solver.Problem(M=pos.mass_matrix, qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth, J=rows.J,
-                          D=rows.D, R=rows.R, aref=aref, floss=rows.floss)
-    cfg = solver_config(sys)
-    qacc = solver.solve(cfg, prob, qacc_warmstart)
-    efc_force = solver.constraint_force(cfg, prob, qacc)
-    qfrc_constraint = com.mm(rows.J.T, efc_force)
+    with jax.named_scope("fwd_constraint"):
+        with jax.named_scope("make_constraint"):
+            rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact)
+            aref = constraint.reference_acceleration(rows, qd)
+        prob = solver.Problem(M=pos.mass_matrix, qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth, J=rows.J,
+                              D=rows.D, R=rows.R, aref=aref, floss=rows.floss)
+        cfg = solver_config(sys)
+        with jax.named_scope("solve"):
+            qacc = solver.solve(cfg, prob, qacc_warmstart)
+        with jax.named_scope("constraint_force"):
+            efc_force = solver.constraint_force(cfg, prob, qacc)
+            qfrc_constraint = com.mm(rows.J.T, efc_force)
     return _Acceleration(actu, cvel, bias, pas, qacc_smooth, qacc, efc_force, qfrc_constraint)
 
 
 def _body_velocity(sys: System, xpos: jax.Array, sub: jax.Array, cvel: jax.Array) -> Motion:
     """World angular velocity and linear velocity of each body origin, from com-based cvel."""
-    ang = cvel[:, :3]
-    offset = xpos - sub[structure(sys).root]
-    return Motion(ang=ang, vel=cvel[:, 3:] + jnp.cross(ang, offset))
+    with jax.named_scope("body_velocity"):
+        offset = xpos - sub[structure(sys).root]
+        return Motion(ang=cvel[:, :3], vel=point_velocity(cvel, offset))
 
 
 def _make_state(sys: System, q: jax.Array, qd: jax.Array, time: jax.Array, pos: _Position,
                 acc: _Acceleration, xd: Motion) -> State:
     fr = pos.frames
-    force = constraint.contact_force(sys, pos.contact, acc.efc_force)
+    with jax.named_scope("contact_force"):
+        force = constraint.contact_force(sys, pos.contact, acc.efc_force)
     contact = dataclasses.replace(pos.contact, force=force)
     return State(
         q=q, qd=qd, x=Transform(pos=fr.xpos, rot=fr.xquat), xd=xd, time=time, ctrl=acc.act.ctrl,
@@ -160,7 +175,8 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     dtype = sys.qpos0.dtype
     q = sys.qpos0 if q is None else _checked("init", "q", q, (sys.nq,), "sys.nq", dtype)
     qd = jnp.zeros(sys.nv, dtype) if qd is None else _checked("init", "qd", qd, (sys.nv,), "sys.nv", dtype)
-    act = jnp.zeros(sys.nu, dtype) if act is None else _checked("init", "act", act, (sys.nu,), "sys.nu", dtype)
+    act = (jnp.zeros(sys.nu, dtype) if act is None
+           else _checked("init", "act", act, (sys.nu,), "sys.nu", dtype))
     pos = _position(sys, q)
     acc = _acceleration(sys, q, qd, act, pos, jnp.zeros(sys.nv, dtype))
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, acc.cvel)
@@ -171,9 +187,10 @@ def _velocity_derivative(sys: System, act: dynamics.Actuation) -> jax.Array:
     """(nv,) diagonal of d(qfrc_passive + qfrc_actuator)/d qd used by the implicit updates."""
     dflags = sys.opt.disableflags
     qdv = jnp.zeros(sys.nv, sys.dof_damping.dtype)
-    if not dflags & DSBL_DAMPER:
+    if not dflags & mjtDisableBit.mjDSBL_DAMPER:
         qdv = qdv - sys.dof_damping
-    if sys.opt.integrator == INT_IMPLICITFAST and sys.nu and not dflags & DSBL_ACTUATION:
+    implicitfast = sys.opt.integrator == mjtIntegrator.mjINT_IMPLICITFAST
+    if implicitfast and sys.nu and not dflags & mjtDisableBit.mjDSBL_ACTUATION:
         gear = sys.actuator_gear[:, 0]
         qdv = qdv.at[structure(sys).act_dof].add(gear * gear * act.dforce_dvel)
     return qdv
@@ -197,34 +214,40 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     acc = _acceleration(sys, q0, v0, act, _state_position(state), state.qacc_warmstart)
     a0 = acc.qacc
 
-    if sys.opt.integrator == INT_RK4:
-        def deriv(q: jax.Array, v: jax.Array, warm: jax.Array) -> jax.Array:
-            return _acceleration(sys, q, v, act, _position(sys, q), warm).qacc
+    with jax.named_scope("integrate"):
+        if sys.opt.integrator == mjtIntegrator.mjINT_RK4:
+            def deriv(q: jax.Array, v: jax.Array, warm: jax.Array) -> jax.Array:
+                return _acceleration(sys, q, v, act, _position(sys, q), warm).qacc
 
-        q2, v2 = integrator.integrate_pos(sys, q0, v0, 0.5 * h), v0 + 0.5 * h * a0
-        a2 = deriv(q2, v2, a0)
-        q3, v3 = integrator.integrate_pos(sys, q0, v2, 0.5 * h), v0 + 0.5 * h * a2
-        a3 = deriv(q3, v3, a2)
-        q4, v4 = integrator.integrate_pos(sys, q0, v3, h), v0 + h * a3
-        a4 = deriv(q4, v4, a3)
-        qd = v0 + h * integrator.rk4_combine([a0, a2, a3, a4])
-        q = integrator.integrate_pos(sys, q0, integrator.rk4_combine([v0, v2, v3, v4]), h)
-    else:
-        if sys.opt.integrator == INT_EULER and sys.opt.disableflags & DSBL_EULERDAMP:
-            qd = v0 + h * a0
+            q2, v2 = integrator.integrate_pos(sys, q0, v0, 0.5 * h), v0 + 0.5 * h * a0
+            a2 = deriv(q2, v2, a0)
+            q3, v3 = integrator.integrate_pos(sys, q0, v2, 0.5 * h), v0 + 0.5 * h * a2
+            a3 = deriv(q3, v3, a2)
+            q4, v4 = integrator.integrate_pos(sys, q0, v3, h), v0 + h * a3
+            a4 = deriv(q4, v4, a3)
+            qd = v0 + h * integrator.rk4_combine([a0, a2, a3, a4])
+            q = integrator.integrate_pos(sys, q0, integrator.rk4_combine([v0, v2, v3, v4]), h)
         else:
-            qdv = _velocity_derivative(sys, acc.act)
-            qd = integrator.implicit_velocity(state.mass_matrix, v0, a0, qdv, h)
-        q = integrator.integrate_pos(sys, q0, qd, h)
+            euler = sys.opt.integrator == mjtIntegrator.mjINT_EULER
+            if euler and sys.opt.disableflags & mjtDisableBit.mjDSBL_EULERDAMP:
+                qd = v0 + h * a0
+            else:
+                qdv = _velocity_derivative(sys, acc.act)
+                qd = integrator.implicit_velocity(state.mass_matrix, v0, a0, qdv, h)
+            q = integrator.integrate_pos(sys, q0, qd, h)
 
+    # The new state's position stage and body velocities, for its q and qd.
     pos = _position(sys, q)
-    cvel, _ = com.com_vel(sys, pos.cdof, qd)
+    with jax.named_scope("fwd_velocity"), jax.named_scope("com_vel"):
+        cvel, _ = com.com_vel(sys, pos.cdof, qd)
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, cvel)
     return _make_state(sys, q, qd, state.time + h, pos, acc, xd)
 
 
 def forward_kinematics(sys: System, q: jax.Array) -> Transform:
     """(nbody,) world frames of all bodies (world body 0 included) at positions `q` (nq,)."""
-    fr = kinematics.kinematics(sys, _checked("forward_kinematics", "q", q, (sys.nq,), "sys.nq", sys.qpos0.dtype))
+    q = _checked("forward_kinematics", "q", q, (sys.nq,), "sys.nq", sys.qpos0.dtype)
+    with jax.named_scope("kinematics"):
+        fr = kinematics.kinematics(sys, q)
     return Transform(pos=fr.xpos, rot=fr.xquat)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import jax
@@ -12,12 +13,12 @@ import numpy as np
 import pytest
 
 import brax_physics as bp
-from brax_physics._src import testing_models as tm
+from brax_physics._src import models_testutil as tm
 
 RTOL = 1e-4
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _model(xml: str) -> tuple[bp.System, Any]:
     m = mujoco.MjModel.from_xml_string(xml)
     # smooth dynamics only (contacts are tested in constraint_test); same flags on both sides
@@ -172,10 +173,10 @@ def _textbook_rk4(m: Any, q: np.ndarray, qd: np.ndarray, n: int) -> np.ndarray:
 
 
 def test_rk4_quaternion_trajectory() -> None:
-    # PHYSICS.md section 5: for quaternions MuJoCo 4.0.0's RK4 qpos differs from the textbook tableau
-    # by O(h^3) per step (here 2.6e-4 after 200 steps). We implement the textbook tableau: it must
-    # match a float64 textbook RK4 built from MuJoCo's own functions to float32 level, and mj_step
-    # within the trajectory tolerance.
+    # For quaternions MuJoCo 4.0.0's RK4 (mj_RungeKutta) combines qpos differently from the textbook
+    # tableau, by O(h^3) per step. We implement the textbook tableau: it must match a float64
+    # textbook RK4 built from MuJoCo's own functions to float32 level, and mj_step within the
+    # trajectory tolerance (which covers that O(h^3) gap over 200 steps).
     sys, m = _model(tm.RK4_BALL)
     q, qd, _ = _random_inputs(m, seed=4)
     s0 = init_jit(sys, q.astype(np.float32), qd.astype(np.float32), np.zeros(0, np.float32))
@@ -183,3 +184,23 @@ def test_rk4_quaternion_trajectory() -> None:
     got = np.asarray(got)
     assert np.max(np.abs(got - _textbook_rk4(m, q, qd, 200))) <= 2e-5
     assert np.max(np.abs(got - _mujoco_trajectory(m, q, qd, np.zeros(0), 200))) <= 2e-3
+
+
+# Every stage's `jax.named_scope` (nested ones as paths), as MuJoCo names the stage.
+_STAGE_SCOPES = (
+    "fwd_position/kinematics", "fwd_position/com_pos", "fwd_position/crb", "fwd_position/collision",
+    "fwd_position/factor_m", "fwd_velocity/com_vel", "fwd_velocity/rne", "fwd_velocity/passive",
+    "fwd_actuation", "fwd_acceleration", "fwd_constraint/make_constraint", "fwd_constraint/solve",
+    "fwd_constraint/constraint_force", "integrate", "body_velocity", "contact_force",
+)
+
+
+def test_stages_are_named_in_the_lowered_step() -> None:
+    """Each stage of `step` runs under its named scope, so profiles and HLO dumps read like the pipeline."""
+    sys = bp.load_mjcf(tm.CONTACT_SCENE)  # contacts, a joint limit, friction loss and a motor
+    state = jax.eval_shape(bp.init, sys)
+    lowered = jax.jit(bp.step).lower(sys, state, jnp.zeros(sys.nu, jnp.float32))
+    # Op locations carry the scope path: loc("jit(step)/fwd_position/kinematics/add"), ...
+    paths = set(re.findall(r'loc\("jit\(step\)/([^"]*)"', lowered.as_text(debug_info=True)))
+    missing = [s for s in _STAGE_SCOPES if not any(p.startswith(s + "/") for p in paths)]
+    assert not missing, missing

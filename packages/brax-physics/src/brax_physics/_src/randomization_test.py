@@ -43,7 +43,7 @@ def _mj_final_x(m: Any) -> tuple[float, float]:
     return float(d.qpos[0]), float(d.qpos[2])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _base() -> tuple[bp.System, Any]:
     m = mujoco.MjModel.from_xml_string(SLIDE_XML)
     return bp.from_mjmodel(m), m
@@ -87,7 +87,7 @@ CASES: dict[str, tuple[list[np.ndarray], Setter]] = {
 @pytest.mark.parametrize("field", sorted(CASES))
 def test_randomized_contact_parameter_matches_mujoco(field: str) -> None:
     """Three values of one box parameter under vmap: each member within 1 cm of MuJoCo after 0.6 s."""
-    sys, m0 = _base()
+    sys, _ = _base()
     values, setter = CASES[field]
     base = np.asarray(getattr(sys, field))
     batch = np.stack([np.asarray(base).copy() for _ in values])

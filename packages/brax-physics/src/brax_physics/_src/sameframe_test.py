@@ -25,8 +25,10 @@ XML = """<mujoco><worldbody>
 
 def test_sameframe_flags_cover_every_case() -> None:
     m = mujoco.MjModel.from_xml_string(XML)
-    assert set(np.asarray(m.geom_sameframe).tolist()) >= {0, 1, 2}
-    assert 3 in np.asarray(m.body_sameframe).tolist()
+    frame = mujoco.mjtSameFrame
+    cases = {int(frame.mjSAMEFRAME_NONE), int(frame.mjSAMEFRAME_BODY), int(frame.mjSAMEFRAME_INERTIA)}
+    assert set(np.asarray(m.geom_sameframe).tolist()) >= cases
+    assert int(frame.mjSAMEFRAME_BODYROT) in np.asarray(m.body_sameframe).tolist()
 
 
 def test_changes_to_coinciding_frames_act_as_in_mujoco() -> None:

@@ -2,8 +2,9 @@
 
     min_x  ½ (x − qacc_smooth)ᵀ M (x − qacc_smooth) + Σ_i s_i(J_i x − aref_i)
 
-with s_i the soft-constraint cost of row i (PHYSICS.md section 8): ½ D jar² on the violated side
-for limits and pyramidal contact edges, a Huber function for friction loss. Each Newton iteration
+with s_i the soft-constraint cost of row i (MuJoCo documentation, Computation: Constraint solver,
+Reduced primal problem): ½ D jar² on the violated side for limits and pyramidal contact edges, a
+Huber function for friction loss. Each Newton iteration
 factors H = M + Jᵀ diag(D·quadratic) J (dense Cholesky) and minimizes the piecewise-quadratic 1-D
 cost along the Newton direction exactly, without a loop: the slope is evaluated at every kink at
 once, which brackets the minimum on one linear piece (MuJoCo iterates Newton steps on the same
@@ -103,8 +104,8 @@ def _hessian(p: Problem, quad: jax.Array) -> jax.Array:
     if nefc * nv * nv > _HESSIAN_ELEMENTWISE_MAX:
         return p.M + jnp.matmul(p.J.T * w[None, :], p.J, precision=_HI)
     # A sum of weighted row outer products fuses into one kernel; under vmap the dot form is a
-    # batched dot of tiny matrices, which XLA's CPU backend runs matrix by matrix (ant, 1024
-    # envs: 0.30 ms vs 0.88 ms). Plain float32 products: no reduced-precision matmul either.
+    # batched dot of tiny matrices, which XLA's CPU backend runs matrix by matrix, one call each.
+    # Plain float32 products: no reduced-precision matmul either.
     jw = p.J * w[:, None]
     return p.M + jnp.sum(jw[:, :, None] * p.J[:, None, :], axis=0)
 
@@ -235,17 +236,17 @@ def _newton_loop(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
 
 # Under vmap with at least this many problems the loop runs on a work queue (`_newton_queued`).
 QUEUE_MIN_BATCH = 64
-# The work queue has batch / this many slots (ant, 1024 envs, env steps/s: 1/4 26.7k, 1/8 24.5k;
-# the plain vmapped loop 20.1k).
+# The work queue has batch / this many slots: more slots take fewer trips but iterate more empty
+# or converged slots per trip; a quarter was the fastest fraction on ant (CHANGELOG.md).
 QUEUE_SLOT_FRACTION = 4
 
 
 def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> jax.Array:
     """(B, nv) qacc of a batch of problems (leading axis B), iterating only the unconverged ones.
 
-    A vmapped while loop runs every problem for as many iterations as the slowest one needs: for
-    1024 ants that is ~5 iterations of the whole batch while a problem needs ~1 on average (40%
-    are done at the warm start). Here a fixed number of slots each hold one unconverged problem;
+    A vmapped while loop runs every problem for as many iterations as the slowest one needs, while
+    a typical problem needs far fewer (many stop at the warm start), so most of that work is wasted.
+    Here a fixed number of slots each hold one unconverged problem;
     every trip runs one Newton iteration on all slots, writes out the problems that stopped and
     refills their slots from the queue of pending ones. Each problem takes exactly the iterations
     it would take alone, so the results are those of the per-problem loop; the work is about the

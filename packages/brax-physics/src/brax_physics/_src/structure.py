@@ -12,8 +12,9 @@ import dataclasses
 import functools
 
 import numpy as np
+from mujoco import mjtJoint
 
-from brax_physics._src.system import JNT_BALL, JNT_FREE, JNT_HINGE, JNT_SLIDE, System
+from brax_physics._src.system import System
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +46,7 @@ class Structure:
     dof_body: np.ndarray
     """(nv,) body of each dof."""
     jnt_of_type: dict[int, np.ndarray]
-    """Joint ids grouped by mjtJoint code."""
+    """Joint ids grouped by `mujoco.mjtJoint` code (keys are ints; the enum members index them too)."""
     jnt_dofs: dict[int, np.ndarray]
     """Dof ids per joint type: (n,) for hinge/slide, (n, 3) for ball, (n, 6) for free."""
     jnt_qpos: dict[int, np.ndarray]
@@ -119,20 +120,21 @@ def _structure(
     group = np.arange(nv)
     for j, t in enumerate(jnt_type):
         a = jnt_dofadr[j]
-        if t == JNT_BALL:
+        if t == mjtJoint.mjJNT_BALL:
             group[a : a + 3] = a
-        elif t == JNT_FREE:
+        elif t == mjtJoint.mjJNT_FREE:
             group[a + 3 : a + 6] = a + 3
     dof_before = dof_anc & ~np.eye(nv, dtype=bool) & (group[:, None] != group[None, :])
 
     def ids(t: int) -> np.ndarray:
         return np.nonzero(jtype == t)[0].astype(np.int32)
 
-    jnt_of_type = {t: ids(t) for t in (JNT_FREE, JNT_BALL, JNT_SLIDE, JNT_HINGE)}
+    joint_types = (mjtJoint.mjJNT_FREE, mjtJoint.mjJNT_BALL, mjtJoint.mjJNT_SLIDE, mjtJoint.mjJNT_HINGE)
+    jnt_of_type = {int(t): ids(int(t)) for t in joint_types}
     dofadr = np.asarray(jnt_dofadr, dtype=np.int32).reshape(-1)
     qposadr = np.asarray(jnt_qposadr, dtype=np.int32).reshape(-1)
-    width_v = {JNT_FREE: 6, JNT_BALL: 3}
-    width_q = {JNT_FREE: 7, JNT_BALL: 4}
+    width_v = {int(mjtJoint.mjJNT_FREE): 6, int(mjtJoint.mjJNT_BALL): 3}
+    width_q = {int(mjtJoint.mjJNT_FREE): 7, int(mjtJoint.mjJNT_BALL): 4}
     jnt_dofs, jnt_qpos = {}, {}
     for t, js in jnt_of_type.items():
         if t in width_v:
@@ -140,11 +142,11 @@ def _structure(
             jnt_qpos[t] = (qposadr[js][:, None] + np.arange(width_q[t])[None, :]).astype(np.int32)
         else:
             jnt_dofs[t], jnt_qpos[t] = dofadr[js], qposadr[js]
-    scalar = np.concatenate([jnt_of_type[JNT_HINGE], jnt_of_type[JNT_SLIDE]])
+    scalar = np.concatenate([jnt_of_type[mjtJoint.mjJNT_HINGE], jnt_of_type[mjtJoint.mjJNT_SLIDE]])
     slots = []
     for k in range(max(body_jntnum, default=0)):
         pairs = [(b, body_jntadr[b] + k) for b in range(nbody)
-                 if body_jntnum[b] > k and jnt_type[body_jntadr[b] + k] != JNT_FREE]
+                 if body_jntnum[b] > k and jnt_type[body_jntadr[b] + k] != mjtJoint.mjJNT_FREE]
         slots.append((np.asarray([p[0] for p in pairs], dtype=np.int32),
                       np.asarray([p[1] for p in pairs], dtype=np.int32)))
     act_jnt = np.asarray([t[0] for t in actuator_trnid], dtype=np.int32)
@@ -154,7 +156,7 @@ def _structure(
         parent=parent,
         root=root,
         jnt_slots=tuple(slots),
-        free_bodies=np.asarray(jnt_bodyid, dtype=np.int32).reshape(-1)[jnt_of_type[JNT_FREE]],
+        free_bodies=np.asarray(jnt_bodyid, dtype=np.int32).reshape(-1)[jnt_of_type[mjtJoint.mjJNT_FREE]],
         subtree=subtree,
         body_dof=body_dof,
         dof_anc=dof_anc,

@@ -1,7 +1,8 @@
 """`System` and `Options`: a MuJoCo model as a JAX pytree.
 
-Type codes and tree structure are static (tuples, hashable, part of the treedef), so jit
-specializes on them; physical parameters are float32 array leaves, so they can be replaced
+Type codes (values of MuJoCo's enums `mujoco.mjtJoint`, `mjtGeom`, ...: compare them with the enum
+members) and tree structure are static (tuples, hashable, part of the treedef), so jit specializes
+on them; physical parameters are float32 array leaves, so they can be replaced
 (`sys.replace(body_mass=...)`) and batched under `vmap` without recompiling.
 """
 
@@ -17,46 +18,8 @@ import numpy as np
 
 from brax_physics._src.collision.pairs import CollisionPairs
 
-# Joint type codes (mjtJoint).
-JNT_FREE = 0
-JNT_BALL = 1
-JNT_SLIDE = 2
-JNT_HINGE = 3
-
-# Integrator codes (mjtIntegrator).
-INT_EULER = 0
-INT_RK4 = 1
-INT_IMPLICIT = 2
-INT_IMPLICITFAST = 3
-
-# Disable-flag bits (mjtDisableBit) that change the smooth dynamics implemented here.
-DSBL_CONSTRAINT = 1 << 0
-DSBL_FRICTIONLOSS = 1 << 2
-DSBL_LIMIT = 1 << 3
-DSBL_CONTACT = 1 << 4
-DSBL_SPRING = 1 << 5
-DSBL_DAMPER = 1 << 6
-DSBL_GRAVITY = 1 << 7
-DSBL_CLAMPCTRL = 1 << 8
-DSBL_WARMSTART = 1 << 9
-DSBL_ACTUATION = 1 << 11
-DSBL_REFSAFE = 1 << 12
-DSBL_EULERDAMP = 1 << 15
-
-# Frame alignment codes (mjtSameFrame), set by MuJoCo's compiler.
-SAMEFRAME_NONE = 0
-SAMEFRAME_BODY = 1
-SAMEFRAME_INERTIA = 2
-SAMEFRAME_BODYROT = 3
-SAMEFRAME_INERTIAROT = 4
-
-# Actuator bias type codes (mjtBias).
-BIAS_NONE = 0
-BIAS_AFFINE = 1
-
-
-def _static(**kwargs: Any) -> Any:
-    return dataclasses.field(metadata={"static": True}, **kwargs)
+# Field metadata of static fields: `jax.tree_util.register_dataclass` makes them part of the treedef.
+_STATIC = {"static": True}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -94,26 +57,26 @@ class Options:
     """() viscosity of the medium (fluid forces, inertia-box model; read when `has_fluid`)."""
     wind: jax.Array
     """(3,) velocity of the medium in the world frame (read when `has_fluid`)."""
-    has_fluid: bool = _static()
+    has_fluid: bool = dataclasses.field(metadata=_STATIC)
     """Whether fluid forces are computed: density or viscosity nonzero at load time. Models without a
     medium skip the fluid stage; to randomize a medium from zero, `opt.replace(has_fluid=True, ...)`."""
-    integrator: int = _static()
-    """mjtIntegrator code: 0 Euler, 1 RK4, 3 implicitfast."""
-    disableflags: int = _static()
-    """mjtDisableBit mask."""
-    enableflags: int = _static()
-    """mjtEnableBit mask."""
-    cone: int = _static()
-    """mjtCone code: 0 pyramidal, 1 elliptic."""
-    solver: int = _static()
-    """mjtSolver code: 0 PGS, 1 CG, 2 Newton."""
-    iterations: int = _static()
+    integrator: int = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtIntegrator` code: Euler, RK4 or implicitfast."""
+    disableflags: int = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtDisableBit` mask."""
+    enableflags: int = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtEnableBit` mask."""
+    cone: int = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtCone` code: pyramidal or elliptic."""
+    solver: int = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtSolver` code: PGS, CG or Newton."""
+    iterations: int = dataclasses.field(metadata=_STATIC)
     """Maximum constraint-solver iterations."""
-    ls_iterations: int = _static()
+    ls_iterations: int = dataclasses.field(metadata=_STATIC)
     """Maximum line-search iterations."""
-    tolerance: float = _static()
+    tolerance: float = dataclasses.field(metadata=_STATIC)
     """Solver tolerance."""
-    ls_tolerance: float = _static()
+    ls_tolerance: float = dataclasses.field(metadata=_STATIC)
     """Line-search tolerance."""
 
     def replace(self, **changes: Any) -> Options:
@@ -225,99 +188,99 @@ class System:
     """(nu, 2) force range, applied where `actuator_forcelimited`."""
 
     # ---- sizes, structure and type codes (static) ----
-    nq: int = _static()
+    nq: int = dataclasses.field(metadata=_STATIC)
     """Number of position coordinates."""
-    nv: int = _static()
+    nv: int = dataclasses.field(metadata=_STATIC)
     """Number of degrees of freedom."""
-    nu: int = _static()
+    nu: int = dataclasses.field(metadata=_STATIC)
     """Number of actuators."""
-    nbody: int = _static()
+    nbody: int = dataclasses.field(metadata=_STATIC)
     """Number of bodies, including the world body 0."""
-    njnt: int = _static()
+    njnt: int = dataclasses.field(metadata=_STATIC)
     """Number of joints."""
-    ngeom: int = _static()
+    ngeom: int = dataclasses.field(metadata=_STATIC)
     """Number of geoms."""
-    body_parentid: tuple[int, ...] = _static()
+    body_parentid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Parent body id (world's parent is itself)."""
-    body_rootid: tuple[int, ...] = _static()
+    body_rootid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Id of the body's ancestor that is a child of the world."""
-    body_weldid: tuple[int, ...] = _static()
+    body_weldid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Id of the top body of the body's rigid (joint-free) group."""
-    body_sameframe: tuple[int, ...] = _static()
-    """mjtSameFrame of each inertial frame: 1 (body frame) or 3 (body orientation) make kinematics
-    copy the body's frame instead of reading `body_ipos`/`body_iquat`, as MuJoCo's does."""
-    body_jntnum: tuple[int, ...] = _static()
+    body_sameframe: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtSameFrame` of each inertial frame: BODY (body frame) or BODYROT (body orientation)
+    make kinematics copy the body's frame instead of reading `body_ipos`/`body_iquat`, as MuJoCo's does."""
+    body_jntnum: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Number of joints of each body."""
-    body_jntadr: tuple[int, ...] = _static()
+    body_jntadr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """First joint id of each body (-1 if none)."""
-    body_dofnum: tuple[int, ...] = _static()
+    body_dofnum: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Number of dofs of each body."""
-    body_dofadr: tuple[int, ...] = _static()
+    body_dofadr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """First dof id of each body (-1 if none)."""
-    jnt_type: tuple[int, ...] = _static()
-    """mjtJoint code: 0 free, 1 ball, 2 slide, 3 hinge."""
-    jnt_qposadr: tuple[int, ...] = _static()
+    jnt_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtJoint` code: free, ball, slide or hinge."""
+    jnt_qposadr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """First position coordinate of each joint."""
-    jnt_dofadr: tuple[int, ...] = _static()
+    jnt_dofadr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """First dof of each joint."""
-    jnt_bodyid: tuple[int, ...] = _static()
+    jnt_bodyid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Body of each joint."""
-    jnt_limited: tuple[bool, ...] = _static()
+    jnt_limited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether the joint range is enforced."""
-    dof_bodyid: tuple[int, ...] = _static()
+    dof_bodyid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Body of each dof."""
-    dof_jntid: tuple[int, ...] = _static()
+    dof_jntid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Joint of each dof."""
-    dof_parentid: tuple[int, ...] = _static()
+    dof_parentid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Parent dof in the kinematic tree (-1 for none)."""
-    dof_hasfrictionloss: tuple[bool, ...] = _static()
+    dof_hasfrictionloss: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether the dof has a friction-loss constraint row (frictionloss > 0 at load time)."""
-    geom_type: tuple[int, ...] = _static()
-    """mjtGeom code."""
-    geom_bodyid: tuple[int, ...] = _static()
+    geom_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtGeom` code."""
+    geom_bodyid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Body of each geom."""
-    geom_contype: tuple[int, ...] = _static()
+    geom_contype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Contact type bitmask."""
-    geom_conaffinity: tuple[int, ...] = _static()
+    geom_conaffinity: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Contact affinity bitmask."""
-    geom_condim: tuple[int, ...] = _static()
+    geom_condim: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Contact dimensionality (static: it sets the number of constraint rows)."""
-    geom_priority: tuple[int, ...] = _static()
+    geom_priority: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Contact parameter priority (static: it decides which geom's parameters a pair takes)."""
-    geom_sameframe: tuple[int, ...] = _static()
-    """mjtSameFrame of each geom: 1/3 copy the body's frame (position/orientation), 2/4 the inertial
-    frame's, instead of reading `geom_pos`/`geom_quat`, as MuJoCo's kinematics does."""
-    pair_solreffriction: tuple[tuple[float, float], ...] = _static()
+    geom_sameframe: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtSameFrame` of each geom: BODY/BODYROT copy the body's frame (position/orientation),
+    INERTIA/INERTIAROT the inertial frame's, instead of reading `geom_pos`/`geom_quat`, as MuJoCo does."""
+    pair_solreffriction: tuple[tuple[float, float], ...] = dataclasses.field(metadata=_STATIC)
     """(npair, 2) solref of each explicit `<pair>`'s elliptic friction rows (zeros: use solref). Static
     until elliptic cones are supported: only their friction rows read it."""
-    geom_dataid: tuple[int, ...] = _static()
+    geom_dataid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Mesh/hfield id (-1 for primitives)."""
-    actuator_trntype: tuple[int, ...] = _static()
-    """mjtTrn code (only 0, joint, is supported)."""
-    actuator_trnid: tuple[tuple[int, int], ...] = _static()
+    actuator_trntype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtTrn` code (only joint is supported)."""
+    actuator_trnid: tuple[tuple[int, int], ...] = dataclasses.field(metadata=_STATIC)
     """Transmission target ids; [i][0] is the joint."""
-    actuator_dyntype: tuple[int, ...] = _static()
-    """mjtDyn code (only 0, none, is supported)."""
-    actuator_gaintype: tuple[int, ...] = _static()
-    """mjtGain code (only 0, fixed, is supported)."""
-    actuator_biastype: tuple[int, ...] = _static()
-    """mjtBias code: 0 none, 1 affine."""
-    actuator_ctrllimited: tuple[bool, ...] = _static()
+    actuator_dyntype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtDyn` code (only none is supported)."""
+    actuator_gaintype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtGain` code (only fixed is supported)."""
+    actuator_biastype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtBias` code: none or affine."""
+    actuator_ctrllimited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether ctrl is clamped to `actuator_ctrlrange`."""
-    actuator_forcelimited: tuple[bool, ...] = _static()
+    actuator_forcelimited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether the force is clamped to `actuator_forcerange`."""
-    contact_pairs: CollisionPairs = _static()
+    contact_pairs: CollisionPairs = dataclasses.field(metadata=_STATIC)
     """Collision candidates: which geom pairs, their condim and collider (static, built at load);
     their parameters are mixed from the `geom_*` and `pair_*` leaves every step."""
-    body_names: tuple[str, ...] = _static()
+    body_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Body names ('' if unnamed)."""
-    jnt_names: tuple[str, ...] = _static()
+    jnt_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Joint names ('' if unnamed)."""
-    geom_names: tuple[str, ...] = _static()
+    geom_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Geom names ('' if unnamed)."""
-    actuator_names: tuple[str, ...] = _static()
+    actuator_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Actuator names ('' if unnamed)."""
-    mj_model_ref: ModelRef | None = _static(default=None, repr=False)
+    mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 
     @property

@@ -8,9 +8,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from mujoco import mjtGeom
 
 from brax_physics._src.collision.pairs import PairGroup
-from brax_physics._src.collision.primitives import COLLIDERS, PLANE
+from brax_physics._src.collision.primitives import COLLIDERS
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.system import System
 
@@ -127,7 +128,7 @@ def _sphere_filtered(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat:
     reach = rb1 + rb2 + bound
     far = jnp.sum((x1 - x2) ** 2, axis=-1) > reach * reach
     out = jnp.where((rb1 > 0) & (rb2 > 0), far, False)
-    if g.type1 == PLANE:
+    if g.type1 == mjtGeom.mjGEOM_PLANE:
         height = jnp.sum((x2 - x1) * geom_xmat[g.geom1][:, :, 2], axis=-1)
         out = out | ((rb1 <= 0) & (rb2 > 0) & (height > bound + rb2))
     return out

@@ -14,11 +14,7 @@ import mujoco
 import numpy as np
 
 from brax_physics._src.collision.primitives import COLLIDERS
-
-_TYPE_NAMES = {
-    0: "plane", 1: "hfield", 2: "sphere", 3: "capsule", 4: "ellipsoid", 5: "cylinder",
-    6: "box", 7: "mesh", 8: "sdf",
-}
+from brax_physics._src.mjenum import keyword
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -30,9 +26,9 @@ class PairGroup:
     """
 
     type1: int
-    """MuJoCo geom type of every geom1 (the lower type)."""
+    """`mujoco.mjtGeom` code of every geom1 (the lower type)."""
     type2: int
-    """MuJoCo geom type of every geom2."""
+    """`mujoco.mjtGeom` code of every geom2."""
     ncon_per_pair: int
     """Fixed number of contact slots K the collider returns per pair."""
     geom1: np.ndarray
@@ -85,6 +81,11 @@ def _geom_name(m: mujoco.MjModel, g: int) -> str:
     return f"'{name}'" if name else f"#{g}"
 
 
+def _pair_name(types: tuple[int, int]) -> str:
+    """MJCF names of a pair of geom types, e.g. 'plane-sphere'."""
+    return f"{keyword(mujoco.mjtGeom, types[0])}-{keyword(mujoco.mjtGeom, types[1])}"
+
+
 def _body_pair_filtered(m: mujoco.MjModel, b1: int, b2: int, filterparent: bool) -> bool:
     """True if MuJoCo's weld / parent-child rules skip every dynamic contact between two bodies."""
     w1, w2 = int(m.body_weldid[b1]), int(m.body_weldid[b2])
@@ -102,20 +103,19 @@ def dynamic_pairs(m: mujoco.MjModel) -> list[tuple[int, int]]:
         return []
     filterparent = not (m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_FILTERPARENT)
     excluded = {int(s) for s in np.asarray(m.exclude_signature).reshape(-1)}
-    explicit = {
-        (min(int(a), int(b)), max(int(a), int(b)))
-        for a, b in zip(np.asarray(m.pair_geom1).reshape(-1), np.asarray(m.pair_geom2).reshape(-1), strict=True)
-    }
+    pair_geoms = zip(np.asarray(m.pair_geom1).reshape(-1), np.asarray(m.pair_geom2).reshape(-1), strict=True)
+    explicit = {(min(int(a), int(b)), max(int(a), int(b))) for a, b in pair_geoms}
     contype = np.asarray(m.geom_contype)
     conaff = np.asarray(m.geom_conaffinity)
     gtype = np.asarray(m.geom_type)
     body = np.asarray(m.geom_bodyid)
+    plane = int(mujoco.mjtGeom.mjGEOM_PLANE)
     out = []
     for g1 in range(m.ngeom):
         for g2 in range(g1 + 1, m.ngeom):
             if not ((contype[g1] & conaff[g2]) or (contype[g2] & conaff[g1])):
                 continue
-            if gtype[g1] == 0 and gtype[g2] == 0:
+            if gtype[g1] == plane and gtype[g2] == plane:
                 continue  # plane-plane is never tested
             b1, b2 = int(body[g1]), int(body[g2])
             if _body_pair_filtered(m, b1, b2, filterparent):
@@ -146,11 +146,9 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
             g1, g2 = g2, g1
         key = (int(gtype[g1]), int(gtype[g2]))
         if key not in COLLIDERS:
-            t1, t2 = _TYPE_NAMES.get(key[0], str(key[0])), _TYPE_NAMES.get(key[1], str(key[1]))
             raise ValueError(
-                f"unsupported collision pair {t1}-{t2} between geoms {_geom_name(m, g1)} and "
-                f"{_geom_name(m, g2)}; supported pairs: "
-                + ", ".join(f"{_TYPE_NAMES[a]}-{_TYPE_NAMES[b]}" for a, b in COLLIDERS)
+                f"unsupported collision pair {_pair_name(key)} between geoms {_geom_name(m, g1)} and "
+                f"{_geom_name(m, g2)}; supported pairs: " + ", ".join(map(_pair_name, COLLIDERS))
                 + " (disable it with contype/conaffinity or <exclude>)"
             )
         if pair_id >= 0:

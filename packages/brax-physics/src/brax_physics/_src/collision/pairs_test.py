@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from brax_physics._src.collision import collide, collision_pairs
-from brax_physics._src.collision import oracle_testing as ot
+from brax_physics._src.collision import oracle_testutil as ot
 
 # Every geom overlaps every other near the origin, so MuJoCo reports a contact for each candidate
 # pair: its d.contact then lists exactly the pairs that pass its filter.
@@ -169,7 +169,8 @@ def test_explicit_pair_parameters() -> None:
 def test_gap_contacts_are_inactive() -> None:
     """margin <= dist < margin + gap: MuJoCo lists the contact but excludes it; ours is inactive."""
     xml = """<mujoco><worldbody><geom type="plane" size="5 5 .1" margin=".004" gap=".003"/>
-      <body><freejoint/><geom type="sphere" size=".1" margin=".006" gap=".002"/></body></worldbody></mujoco>"""
+      <body><freejoint/><geom type="sphere" size=".1" margin=".006" gap=".002"/></body>
+    </worldbody></mujoco>"""
     m = mujoco.MjModel.from_xml_string(xml)
     d = mujoco.MjData(m)
     sys = ot.system_of(m)
@@ -216,13 +217,17 @@ def test_driver_shapes_order_and_randomized_sizes() -> None:
       <body pos="1 0 .09"><freejoint/><geom type="capsule" size=".1 .2"/></body></worldbody></mujoco>"""
     m = mujoco.MjModel.from_xml_string(xml)
     pairs = collision_pairs(m)
-    assert [(g.type1, g.type2) for g in pairs.groups] == [(0, 2), (0, 3), (0, 6), (2, 3), (2, 6), (3, 6)]
+    plane, sphere, capsule, box = (mujoco.mjtGeom.mjGEOM_PLANE, mujoco.mjtGeom.mjGEOM_SPHERE,
+                                   mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_BOX)
+    assert [(g.type1, g.type2) for g in pairs.groups] == [
+        (plane, sphere), (plane, capsule), (plane, box), (sphere, capsule), (sphere, box), (capsule, box)]
     assert pairs.ncon == 1 + 2 + 4 + 1 + 1 + 2
     d = mujoco.MjData(m)
     mujoco.mj_forward(m, d)
     xpos = jnp.asarray(d.geom_xpos, jnp.float32)
     xmat = jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32)
-    sizes = jnp.asarray(m.geom_size, jnp.float32)[None] * jnp.array([1.0, 0.5, 1.2], jnp.float32)[:, None, None]
+    scale = jnp.array([1.0, 0.5, 1.2], jnp.float32)[:, None, None]
+    sizes = jnp.asarray(m.geom_size, jnp.float32)[None] * scale
     sys = ot.system_of(m)
     c = jax.jit(jax.vmap(lambda s: collide(sys.replace(geom_size=s), xpos, xmat)))(sizes)
     assert c.dist.shape == (3, pairs.ncon) and c.frame.shape == (3, pairs.ncon, 3, 3)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 from brax_math import safe_norm
+from mujoco import mjtGeom
 
 # Distance of an empty slot: far beyond any margin, yet finite so that downstream arithmetic
 # on masked rows (powers in the impedance, differences) stays finite.
@@ -620,21 +621,23 @@ def box_box(
     return dist, pos, make_frame(jnp.broadcast_to(n, (8, 3)))
 
 
-# Maximum contacts per pair type, keyed by (MuJoCo type of geom1, type of geom2).
-PLANE, SPHERE, CAPSULE, ELLIPSOID, CYLINDER, BOX = 0, 2, 3, 4, 5, 6
+def _types(t1: mjtGeom, t2: mjtGeom) -> tuple[int, int]:
+    """A `COLLIDERS` key: the two `mujoco.mjtGeom` codes as plain ints (as the pair tables hold them)."""
+    return int(t1), int(t2)
+
 
 COLLIDERS: dict[tuple[int, int], tuple[Collider, int]] = {
-    (PLANE, SPHERE): (plane_sphere, 1),
-    (PLANE, CAPSULE): (plane_capsule, 2),
-    (PLANE, ELLIPSOID): (plane_ellipsoid, 1),
-    (PLANE, BOX): (plane_box, 4),
-    (PLANE, CYLINDER): (plane_cylinder, 4),
-    (SPHERE, SPHERE): (sphere_sphere, 1),
-    (SPHERE, CAPSULE): (sphere_capsule, 1),
-    (SPHERE, CYLINDER): (sphere_cylinder, 1),
-    (SPHERE, BOX): (sphere_box, 1),
-    (CAPSULE, CAPSULE): (capsule_capsule, 2),
-    (CAPSULE, BOX): (capsule_box, 2),
-    (BOX, BOX): (box_box, 8),
+    _types(mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_SPHERE): (plane_sphere, 1),
+    _types(mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_CAPSULE): (plane_capsule, 2),
+    _types(mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_ELLIPSOID): (plane_ellipsoid, 1),
+    _types(mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_BOX): (plane_box, 4),
+    _types(mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_CYLINDER): (plane_cylinder, 4),
+    _types(mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_SPHERE): (sphere_sphere, 1),
+    _types(mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CAPSULE): (sphere_capsule, 1),
+    _types(mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CYLINDER): (sphere_cylinder, 1),
+    _types(mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_BOX): (sphere_box, 1),
+    _types(mjtGeom.mjGEOM_CAPSULE, mjtGeom.mjGEOM_CAPSULE): (capsule_capsule, 2),
+    _types(mjtGeom.mjGEOM_CAPSULE, mjtGeom.mjGEOM_BOX): (capsule_box, 2),
+    _types(mjtGeom.mjGEOM_BOX, mjtGeom.mjGEOM_BOX): (box_box, 8),
 }
-"""Collider and its fixed contact count K for each supported (type1, type2), type1 <= type2."""
+"""Collider and contact count K per supported (type1, type2) of `mujoco.mjtGeom` codes, type1 <= type2."""

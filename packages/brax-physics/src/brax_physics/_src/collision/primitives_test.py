@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
-from brax_physics._src.collision import oracle_testing as ot
-from brax_physics._src.collision import primitives as P
+from brax_physics._src.collision import oracle_testutil as ot
+from brax_physics._src.collision import primitives
 
 SIZES = {"sphere": ".1", "capsule": ".08 .2", "box": ".1 .15 .2", "cylinder": ".1 .15",
          "ellipsoid": ".06 .1 .2"}
@@ -228,7 +228,8 @@ def test_capsule_box_shallow_random_deepest() -> None:
 def _args(p1: list[float], p2: list[float], s1: list[float], s2: list[float]) -> tuple[jax.Array, ...]:
     eye = jnp.eye(3, dtype=jnp.float32)
     f = jnp.float32
-    return (jnp.array(p1, f), eye, jnp.array(s1, f), jnp.array(p2, f), eye, jnp.array(s2, f), jnp.zeros((), f))
+    return (jnp.array(p1, f), eye, jnp.array(s1, f), jnp.array(p2, f), eye, jnp.array(s2, f),
+            jnp.zeros((), f))
 
 
 def _fd_grad(fn: object, x: np.ndarray, eps: float = 1e-3) -> np.ndarray:
@@ -236,7 +237,9 @@ def _fd_grad(fn: object, x: np.ndarray, eps: float = 1e-3) -> np.ndarray:
     for i in range(3):
         e = np.zeros(3)
         e[i] = eps
-        g[i] = (float(fn(jnp.asarray(x + e, jnp.float32))) - float(fn(jnp.asarray(x - e, jnp.float32)))) / (2 * eps)  # type: ignore[operator]
+        up = float(fn(jnp.asarray(x + e, jnp.float32)))  # type: ignore[operator]
+        down = float(fn(jnp.asarray(x - e, jnp.float32)))  # type: ignore[operator]
+        g[i] = (up - down) / (2 * eps)
     return g
 
 
@@ -244,16 +247,16 @@ def _fd_grad(fn: object, x: np.ndarray, eps: float = 1e-3) -> np.ndarray:
 def test_gradient_matches_finite_differences(pair: str) -> None:
     if pair == "plane_sphere":
         args = _args([0, 0, 0], [0.1, 0.2, 0.09], [5, 5, 0.1], [0.1, 0, 0])
-        fn, x0 = P.plane_sphere, np.array([0.1, 0.2, 0.09])
+        fn, x0 = primitives.plane_sphere, np.array([0.1, 0.2, 0.09])
     else:
         rot = jnp.asarray(Rotation.from_euler("XYZ", [30, 60, 10], degrees=True).as_matrix(), jnp.float32)
         a = _args([0, 0, 0], [0.05, 0.12, 0.03], [0.1, 0.3, 0], [0.1, 0.2, 0])
         args = (a[0], a[1], a[2], a[3], rot, a[5], a[6])
-        fn, x0 = P.capsule_capsule, np.array([0.05, 0.12, 0.03])
+        fn, x0 = primitives.capsule_capsule, np.array([0.05, 0.12, 0.03])
 
     def loss(p2: jax.Array) -> jax.Array:
         dist, _, _ = fn(args[0], args[1], args[2], p2, args[4], args[5], args[6])
-        return jnp.sum(jnp.where(dist < P.NO_CONTACT, dist, 0.0))
+        return jnp.sum(jnp.where(dist < primitives.NO_CONTACT, dist, 0.0))
 
     g = np.asarray(jax.jit(jax.grad(loss))(jnp.asarray(x0, jnp.float32)))
     assert np.all(np.isfinite(g))
@@ -263,19 +266,21 @@ def test_gradient_matches_finite_differences(pair: str) -> None:
 def test_gradients_finite_at_degenerate_poses() -> None:
     """Coincident sphere centers, a point on a capsule axis, a box-centered sphere: no NaNs."""
     for fn, s1, s2 in [
-        (P.sphere_sphere, [0.1, 0, 0], [0.1, 0, 0]),
-        (P.sphere_capsule, [0.1, 0, 0], [0.1, 0.2, 0]),
-        (P.capsule_capsule, [0.1, 0.2, 0], [0.1, 0.2, 0]),
-        (P.sphere_box, [0.1, 0, 0], [0.1, 0.2, 0.3]),
-        (P.capsule_box, [0.1, 0.2, 0], [0.1, 0.2, 0.3]),
-        (P.box_box, [0.1, 0.2, 0.3], [0.1, 0.2, 0.3]),
+        (primitives.sphere_sphere, [0.1, 0, 0], [0.1, 0, 0]),
+        (primitives.sphere_capsule, [0.1, 0, 0], [0.1, 0.2, 0]),
+        (primitives.capsule_capsule, [0.1, 0.2, 0], [0.1, 0.2, 0]),
+        (primitives.sphere_box, [0.1, 0, 0], [0.1, 0.2, 0.3]),
+        (primitives.capsule_box, [0.1, 0.2, 0], [0.1, 0.2, 0.3]),
+        (primitives.box_box, [0.1, 0.2, 0.3], [0.1, 0.2, 0.3]),
     ]:
         args = _args([0, 0, 0], [0, 0, 0], s1, s2)
 
-        def loss(p2: jax.Array, fn: P.Collider = fn, args: tuple[jax.Array, ...] = args) -> jax.Array:
+        def loss(p2: jax.Array, fn: primitives.Collider = fn,
+                 args: tuple[jax.Array, ...] = args) -> jax.Array:
             dist, pos, frame = fn(args[0], args[1], args[2], p2, args[4], args[5], args[6])
-            ok = dist < P.NO_CONTACT
-            return jnp.sum(jnp.where(ok, dist, 0.0)) + jnp.sum(jnp.where(ok[:, None], pos, 0.0)) + jnp.sum(frame)
+            ok = dist < primitives.NO_CONTACT
+            return (jnp.sum(jnp.where(ok, dist, 0.0)) + jnp.sum(jnp.where(ok[:, None], pos, 0.0))
+                    + jnp.sum(frame))
 
         g = jax.jit(jax.grad(loss))(jnp.zeros(3, jnp.float32))
         assert np.all(np.isfinite(np.asarray(g))), fn.__name__

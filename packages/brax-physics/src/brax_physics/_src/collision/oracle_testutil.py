@@ -1,4 +1,4 @@
-"""Test helpers: run MuJoCo C on poses and compare its `d.contact` with `collide` (tests only)."""
+"""Test helpers: run MuJoCo C on poses and compare its `d.contact` with `collide` (not in the wheel)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MJCF models used by the tests (test-only, importable so every test module shares them)."""
+"""MJCF models shared by the tests (a `*_testutil.py` module: importable by tests, never in the wheel)."""
 
 from __future__ import annotations
 
@@ -165,8 +165,9 @@ RK4_CHAIN = """
 </mujoco>
 """
 
-# RK4 with quaternions: PHYSICS.md section 5 notes MuJoCo 4.0.0 differs from textbook RK4 in qpos
-# by O(h^3) for ball/free joints; this model checks that the gap stays at that level.
+# RK4 with quaternions: MuJoCo 4.0.0's RK4 (mj_RungeKutta; MuJoCo documentation, Computation:
+# General framework, Numerical integration) combines ball/free-joint qpos differently from the
+# textbook tableau, by O(h^3) per step; this model checks that the gap stays at that level.
 RK4_BALL = """
 <mujoco model="rk4_ball">
   <option timestep="0.01" integrator="RK4"/>
