@@ -16,6 +16,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
+import brax_math
 import brax_physics
 import jax
 import jax.numpy as jnp
@@ -60,6 +61,12 @@ def observation_size_of(obs: Any) -> ObservationSize:
         return {str(k): tuple(int(d) for d in v.shape) for k, v in obs.items()}
     shape = tuple(int(d) for d in obs.shape)
     return shape[0] if len(shape) == 1 else shape
+
+
+def _step_finite(action: Any, nstate: State) -> jax.Array:
+    """() bool: the action and the step's pipeline state, observation and reward are all finite."""
+    finite = brax_math.all_finite
+    return finite(action) & finite(nstate.pipeline_state) & finite(nstate.obs) & finite(nstate.reward)
 
 
 class Env(abc.ABC):
@@ -124,15 +131,6 @@ class Env(abc.ABC):
         return new
 
 
-def _all_finite(tree: Any) -> jax.Array:
-    """() bool: every floating leaf of `tree` is finite."""
-    ok = jnp.asarray(True)
-    for leaf in jax.tree.leaves(tree):
-        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
-            ok = ok & jnp.all(jnp.isfinite(leaf))
-    return ok
-
-
 def _check_finite(state: Any, frame: jax.Array) -> None:
     """checkify checks naming the first non-finite floating field of `state`."""
     for path, leaf in jax.tree_util.tree_flatten_with_path(state)[0]:
@@ -183,8 +181,7 @@ def _checked_step(step: Callable[[Any, State, jax.Array], State]
         action = _checked_action(self, action)
         nstate = step(self, state, action)
         # The same test as NanGuardWrapper's, so both count the same steps under one metric.
-        bad = ~(_all_finite(action) & _all_finite(nstate.pipeline_state) & _all_finite(nstate.obs)
-                & _all_finite(nstate.reward))
+        bad = ~_step_finite(action, nstate)
         reward = jnp.where(bad, jnp.zeros_like(nstate.reward), nstate.reward)
         done = jnp.where(bad, jnp.ones_like(nstate.done), nstate.done)
         metrics = {**nstate.metrics, _NAN_METRIC: bad.astype(reward.dtype)}

@@ -22,7 +22,7 @@ from brax_math.quaternion import (
     relative_quat,
     rotate,
 )
-from brax_math.safe import normalize, safe_arccos, safe_arcsin, safe_div, safe_norm
+from brax_math.safe import all_finite, normalize, safe_arccos, safe_arcsin, safe_div, safe_norm
 from brax_math.spatial import (
     Motion,
     Transform,
@@ -44,6 +44,7 @@ __all__ = [
     "Motion",
     "Transform",
     "__version__",
+    "all_finite",
     "axis_angle_to_quat",
     "com_inertia",
     "euler_to_quat",

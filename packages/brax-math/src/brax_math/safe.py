@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -64,3 +66,12 @@ def _safe_arcsin_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> t
     xc = jnp.clip(x, -1.0, 1.0)
     denom = jnp.sqrt(jnp.maximum(1.0 - xc * xc, _SLOPE_CAP))
     return safe_arcsin(x), dx / denom
+
+
+def all_finite(tree: Any) -> jax.Array:
+    """() bool: every floating (or complex) leaf of `tree` is finite; other leaves are ignored."""
+    ok = jnp.asarray(True)
+    for leaf in jax.tree.leaves(tree):
+        if jnp.issubdtype(jnp.result_type(leaf), jnp.inexact):
+            ok = ok & jnp.all(jnp.isfinite(leaf))
+    return ok

@@ -59,3 +59,14 @@ def test_jit_and_vmap() -> None:
     np.testing.assert_allclose(arccos, np.arccos(xs[:, 0] / 10), rtol=1e-5)
     div = jax.jit(jax.vmap(bm.safe_div))(x[:, 0], x[:, 1])
     np.testing.assert_allclose(div, xs[:, 0] / xs[:, 1], rtol=1e-5)
+
+
+def test_all_finite_checks_inexact_leaves_only() -> None:
+    """NaN or inf in any float or complex leaf makes it False; integer and bool leaves are ignored."""
+    ok = {"a": jnp.ones(3), "b": (jnp.zeros((2, 2)), jnp.arange(3)), "c": jnp.asarray(True)}
+    assert bool(bm.all_finite(ok))
+    assert bool(bm.all_finite({}))
+    assert not bool(bm.all_finite({**ok, "a": jnp.asarray([1.0, jnp.nan, 0.0])}))
+    assert not bool(bm.all_finite((jnp.asarray([jnp.inf]),)))
+    assert not bool(bm.all_finite(jnp.asarray([1 + 0j, complex(0, float("inf"))])))
+    assert bool(jax.jit(bm.all_finite)(ok))

@@ -63,15 +63,6 @@ def key_at(key: PRNGKey, index: UInt64) -> PRNGKey:
     return jax.random.fold_in(jax.random.fold_in(key, index.hi), index.lo)
 
 
-def all_finite(tree: Any) -> jax.Array:
-    """() bool: every inexact leaf of `tree` is finite."""
-    ok = jnp.asarray(True)
-    for leaf in jax.tree.leaves(tree):
-        if jnp.issubdtype(leaf.dtype, jnp.inexact):
-            ok = ok & jnp.all(jnp.isfinite(leaf))
-    return ok
-
-
 class TrainResult(NamedTuple):
     """What `train` returns: `make_policy, params, metrics = agent.train(...)`."""
 
@@ -541,7 +532,6 @@ __all__ = [
     "NonFiniteError",
     "Setup",
     "TrainResult",
-    "all_finite",
     "constrain",
     "final_step",
     "key_at",

@@ -16,7 +16,7 @@ import brax_physics
 import jax
 import jax.numpy as jnp
 
-from brax_envs.base import Env, State, Wrapper, _all_finite
+from brax_envs.base import Env, State, Wrapper, _step_finite
 
 RandomizationFn = Callable[..., tuple[brax_physics.System, Any]]
 """`fn(sys, rng) -> (batched_sys, in_axes)`, or `fn(sys)` with the keys already bound."""
@@ -487,8 +487,7 @@ class NanGuardWrapper(Wrapper):
     def step(self, state: State, action: jax.Array) -> State:
         """Step; roll back and mark done if anything became non-finite."""
         nstate = self.env.step(state, action)
-        bad = ~(_all_finite(action) & _all_finite(nstate.pipeline_state) & _all_finite(nstate.obs)
-                & _all_finite(nstate.reward))
+        bad = ~_step_finite(action, nstate)
         new_metrics = {**state.metrics, **nstate.metrics}
         new_info = {**state.info, **nstate.info}
         pipeline_state = _select(bad, state.pipeline_state, nstate.pipeline_state)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import brax_envs
+import brax_math
 import jax
 import jax.numpy as jnp
 import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
@@ -22,7 +23,7 @@ from brax_train import acting, networks, runner, running_statistics
 from brax_train.ppo import losses, optim
 from brax_train.ppo import networks as ppo_networks
 from brax_train.ppo.config import PPOConfig, merge, schedule_name, validate
-from brax_train.runner import AXIS, NONFINITE, NonFiniteError, P, TrainResult, all_finite, constrain
+from brax_train.runner import AXIS, NONFINITE, NonFiniteError, P, TrainResult, constrain
 from brax_train.types import PRNGKey, Transition
 
 logger = logging.getLogger("brax_train.ppo")
@@ -76,7 +77,7 @@ def _nonfinite_code(metrics: dict[str, jax.Array], normalizer: Any) -> jax.Array
     )
     codes = jnp.ravel(codes)
     code = codes[jnp.argmax(codes > 0)]
-    return jnp.where((code == 0) & ~all_finite(normalizer), 4, code)
+    return jnp.where((code == 0) & ~brax_math.all_finite(normalizer), 4, code)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +122,7 @@ class _PPO:
         params = constrain(params, NamedSharding(self.mesh, P()))
         metrics["bad_loss"] = ~jnp.isfinite(loss)
         metrics["bad_grads"] = ~jnp.isfinite(optax.tree.norm(grads))
-        metrics["bad_params"] = ~all_finite(params)
+        metrics["bad_params"] = ~brax_math.all_finite(params)
         return (params, opt_state, key), metrics
 
     def sgd_pass(self, carry: Carry, data: Transition, normalizer: Any) -> tuple[Carry, dict[str, jax.Array]]:
