@@ -503,7 +503,9 @@ def _loop(run: _Run, host: _Host) -> dict[str, float]:
 def run(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> TrainResult:
     """Train the agent `make_agent` builds on `environment` under the run settings of config `c`.
 
-    `c` is an agent's validated config (a `RunConfig` subclass). Returns the final policy.
+    `c` is an agent's validated config (a `RunConfig` subclass). A `restore_params` field, when the
+    agent's config has one and it is set, replaces the starting policy through `Agent.warm_start`
+    after any checkpoint restore (Brax's precedence). Returns the final policy.
     """
     t_start = time.perf_counter()
     with jax.default_matmul_precision(c.matmul_precision):
