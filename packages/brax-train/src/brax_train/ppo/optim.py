@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -59,10 +58,9 @@ def make_optimizer(
     if adaptive_kl is None:
         return optax.chain(*clip, optax.adam(learning_rate=learning_rate))
     desired, lo, hi = adaptive_kl
-    # Adam's constants as float32 arrays, as `optax.inject_hyperparams(optax.adam)` holds them: the
-    # adaptive-KL runs of earlier releases (which used it) stay bit-identical.
-    f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
-    adam = optax.scale_by_adam(b1=f32(0.9), b2=f32(0.999), eps=f32(1e-8), eps_root=f32(0.0))
+    # Adam's constants as float32 state, as `optax.inject_hyperparams(optax.adam)` held them (XLA
+    # neither folds nor reassociates them): adaptive-KL runs of earlier releases stay bit-identical.
+    adam = optax.inject_hyperparams(optax.scale_by_adam)(b1=0.9, b2=0.999, eps=1e-8, eps_root=0.0)
     return optax.chain(*clip, adam, scale_by_adaptive_kl(learning_rate, desired, lo, hi))
 
 
