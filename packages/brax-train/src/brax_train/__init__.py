@@ -2,6 +2,7 @@
 
 from brax_train import (
     acting,
+    agents,
     checkpoint,
     config,
     distribution,
@@ -18,6 +19,7 @@ __version__ = installed_version("brax-train") or "0.0.0"  # "0.0.0": a source tr
 __all__ = [
     "__version__",
     "acting",
+    "agents",
     "checkpoint",
     "config",
     "distribution",

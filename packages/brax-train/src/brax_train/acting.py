@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import brax_envs
 import jax
@@ -147,4 +147,53 @@ class Evaluator:
         return {**training_metrics, **metrics}
 
 
-__all__ = ["Evaluator", "actor_step", "generate_unroll"]
+class Episode(NamedTuple):
+    """One episode: physics states over time (reset first), steps, summed reward, seconds per frame."""
+
+    pipeline_states: Any
+    """The environment's `pipeline_state` at reset and after each step, stacked (length + 1 frames)."""
+    length: int
+    """Policy steps until the episode ended (or `max_steps`)."""
+    reward: float
+    """Summed reward."""
+    dt: float | None
+    """Seconds between frames (None for environments without `dt`)."""
+
+
+def episode(
+    env: brax_envs.Env,
+    policy: Policy,
+    key: PRNGKey,
+    episode_length: int,
+    action_repeat: int = 1,
+    max_steps: int = 1000,
+) -> Episode:
+    """One episode of an unwrapped `env` (at most `max_steps` policy steps) in one jitted `lax.scan`."""
+    steps = max(min(max_steps, -(-episode_length // action_repeat)), 1)
+    wrapped = wrappers.EpisodeWrapper(env, episode_length, action_repeat)
+
+    def body(carry: tuple[brax_envs.State, jax.Array], k: jax.Array) -> tuple[Any, Any]:
+        state, done = carry
+        nxt = wrapped.step(state, policy(state.obs, k)[0])
+        # After the episode ends the state is frozen, so the frames past the end are never shown.
+        nxt = jax.tree.map(lambda a, b: jnp.where(done, a, b), state, nxt)
+        reward = jnp.where(done, jnp.zeros_like(nxt.reward), nxt.reward)
+        return (nxt, done | (nxt.done > 0)), (nxt.pipeline_state, reward, done | (nxt.done > 0))
+
+    @jax.jit
+    def run(key: jax.Array) -> tuple[Any, jax.Array, jax.Array]:
+        key_reset, key_act = jax.random.split(key)
+        s0 = wrapped.reset(key_reset)
+        carry = (s0, jnp.zeros((), bool))
+        _, (ps, rewards, dones) = jax.lax.scan(body, carry, jax.random.split(key_act, steps))
+        frames = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), s0.pipeline_state, ps)
+        return frames, dones, rewards.sum()
+
+    frames, dones, total = jax.device_get(run(key))
+    done_at = np.flatnonzero(np.asarray(dones))
+    length = int(done_at[0]) + 1 if done_at.size else steps
+    dt = float(np.asarray(env.dt)) * action_repeat if hasattr(env, "dt") else None
+    return Episode(jax.tree.map(lambda a: a[: length + 1], frames), length, float(total), dt)
+
+
+__all__ = ["Episode", "Evaluator", "actor_step", "episode", "generate_unroll"]

@@ -1,4 +1,4 @@
-"""Orbax checkpoints of PPO runs, and rebuilding policies from them.
+"""Orbax checkpoints of training runs (every agent), and rebuilding policies from them.
 
 A run directory holds one subdirectory per saved env step (`<run>/<step>/`), written by an orbax
 `CheckpointManager` (temporary directory + rename, so a killed save never looks complete) with
@@ -24,16 +24,16 @@ import brax_io
 import jax
 import orbax.checkpoint as ocp  # type: ignore[import-untyped]  # orbax ships no py.typed
 
-from brax_train import networks, running_statistics
-from brax_train.ppo import networks as ppo_networks
+from brax_train import agents
 from brax_train.types import Policy
 
 logger = logging.getLogger("brax_train.checkpoint")
 
 MANIFEST = "brax_train_manifest.json"
 """Name of the per-step manifest file that marks a step complete."""
-FORMAT = "brax_train.ppo/1"
-"""Checkpoint format identifier stored in `meta`."""
+FORMAT = "brax_train/1"
+"""Checkpoint format identifier stored in `meta` (which also names the agent: `meta["agent"]`)."""
+_READABLE = (FORMAT, "brax_train.ppo/1")  # the first release's PPO-only format reads as agent "ppo"
 
 
 class CheckpointError(Exception):
@@ -130,7 +130,7 @@ def read_meta(step_dir: pathlib.Path) -> dict[str, Any]:
         meta = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise CorruptCheckpointError(f"checkpoint metadata {path} is unreadable: {e}", path) from e
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+    if not isinstance(meta, dict) or meta.get("format") not in _READABLE:
         raise CheckpointMismatchError(f"{path} is not a {FORMAT} checkpoint")
     return meta
 
@@ -157,7 +157,8 @@ def restore_item(step_dir: pathlib.Path, name: str, target: Any) -> Any:
     flat_o = jax.tree.flatten(out, is_leaf=lambda x: x is None)[0]
     if len(flat_o) != len(flat_t):
         raise CheckpointMismatchError(
-            f"{path} has {len(flat_o)} leaves, the expected structure {len(flat_t)}")
+            f"{path} has {len(flat_o)} leaves, the expected structure {len(flat_t)}"
+        )
     leaves = [t if _is_empty(t) else o for t, o in zip(flat_t, flat_o, strict=True)]
     return jax.tree.unflatten(treedef, leaves)
 
@@ -199,60 +200,38 @@ class Saver:
 class LoadedCheckpoint(NamedTuple):
     """A checkpoint's policy factory, parameters and metadata."""
 
-    make_policy: ppo_networks.MakePolicy
+    make_policy: Callable[..., Policy]
     """`make_policy(params, deterministic=...)`."""
-    params: ppo_networks.PPOParams
-    """Restored parameters."""
+    params: Any
+    """Restored parameters (`ppo.PPOParams` for PPO; each agent's own type)."""
     meta: dict[str, Any]
     """The JSON metadata (step, config, network description)."""
     step_dir: pathlib.Path
     """The step directory that was loaded."""
 
 
-def load(
-    path: str | os.PathLike[str], network_factory: Callable[..., ppo_networks.PPONetworks] | None = None
-) -> LoadedCheckpoint:
-    """Load parameters and rebuild the networks of a checkpoint (run or step directory).
+def load(path: str | os.PathLike[str], network_factory: Callable[..., Any] | None = None) -> LoadedCheckpoint:
+    """Load parameters and rebuild the policy of a checkpoint (run or step directory), any agent.
 
-    Networks are rebuilt from the recorded description; give `network_factory` (called like the
-    trainer calls it: `fn(observation_size, action_size, preprocess_observations_fn=)`) when the
-    checkpoint notes that they cannot be.
+    The agent named in the step's `meta` (`agents.spec(name).policy_from_checkpoint`) rebuilds
+    its networks from the recorded description; give `network_factory` (called like that agent's
+    trainer calls it) when the checkpoint notes that they cannot be rebuilt.
     """
     step_dir = resolve(path)
     meta = read_meta(step_dir)
-    desc = meta.get("network", {})
-    normalize = bool(meta.get("normalize_observations", desc.get("normalize_observations", False)))
-    pre = running_statistics.normalize if normalize else networks.identity_observation_preprocessor
-    if network_factory is not None:
-        net = network_factory(
-            networks.observation_size_from_json(meta["observation_shapes"]),
-            int(meta["action_size"]),
-            preprocess_observations_fn=pre,
-        )
-    else:
-        try:
-            net = ppo_networks.networks_from_description(desc)
-        except (ValueError, ImportError, AttributeError, KeyError) as e:
-            raise CheckpointMismatchError(f"{step_dir / 'meta'}: {e}; pass network_factory=") from e
-    key_policy, key_value = jax.random.split(jax.random.PRNGKey(0))
-    normalizer = running_statistics.init_state(
-        networks.observation_shapes(meta["observation_shapes"]),
-        std_eps=float(meta.get("normalize_observations_std_eps", 0.0)),
-        mode=str(meta.get("normalize_observations_mode", "welford")),
-    )
-    target = ppo_networks.PPOParams(
-        normalizer=normalizer,
-        policy=net.policy_network.init(key_policy),
-        value=net.value_network.init(key_value),
-    )
-    params = restore_item(step_dir, "params", target)
-    return LoadedCheckpoint(ppo_networks.make_inference_fn(net), params, meta, step_dir)
+    name = str(meta.get("agent", "ppo"))  # checkpoints of format brax_train.ppo/1 name no agent
+    try:
+        agent = agents.spec(name)
+    except ValueError as e:
+        raise CheckpointMismatchError(f"{step_dir / 'meta'}: {e}") from None
+    make_policy, params = agent.policy_from_checkpoint(step_dir, meta, network_factory)
+    return LoadedCheckpoint(make_policy, params, meta, step_dir)
 
 
 def load_policy(
     path: str | os.PathLike[str],
     deterministic: bool = True,
-    network_factory: Callable[..., ppo_networks.PPONetworks] | None = None,
+    network_factory: Callable[..., Any] | None = None,
 ) -> Policy:
     """The policy `policy(obs, key) -> (action, extras)` stored in a checkpoint, from the checkpoint alone."""
     loaded = load(path, network_factory=network_factory)

@@ -107,7 +107,8 @@ class Agent(Generic[State, Params]):
     full_resume: bool = True
     """Resume restores the whole state from a checkpoint; False: only `warm_start` from its params."""
     meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    """JSON metadata stored in every checkpoint (e.g. the network description)."""
+    """JSON metadata stored in every checkpoint: `agent` (its name in `agents.AGENTS`, which
+    `checkpoint.load` dispatches on), the network description, and what else rebuilding needs."""
 
 
 class Setup(NamedTuple):
@@ -288,6 +289,11 @@ def _restore(run: _Run) -> None:
     step_dir = checkpoint.resolve(run.c.restore_checkpoint_path)
     run.last_checkpoint = os.fspath(step_dir)
     meta = checkpoint.read_meta(step_dir)
+    our_agent, their_agent = run.agent.meta.get("agent", "ppo"), meta.get("agent", "ppo")
+    if our_agent != their_agent:
+        raise checkpoint.CheckpointMismatchError(
+            f"{step_dir}: the checkpoint was written by agent {their_agent!r}, this run trains {our_agent!r}"
+        )
     ours, theirs = run.agent.meta.get("network", {}), meta.get("network", {})
     if ours and theirs and ours.get("kwargs") != theirs.get("kwargs"):
         raise checkpoint.CheckpointMismatchError(

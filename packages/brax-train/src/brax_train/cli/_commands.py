@@ -1,4 +1,4 @@
-"""The `train`, `resume`, `eval`, `render` and `envs` commands, and the rollouts they share."""
+"""The `train`, `resume`, `eval`, `render` and `envs` commands."""
 
 from __future__ import annotations
 
@@ -11,16 +11,15 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import brax_envs
 import jax
-import jax.numpy as jnp
 import numpy as np
 from brax_envs import wrappers
 from brax_io import html, image
 
-from brax_train import _versions, acting, checkpoint, ppo, reporting, runner
+from brax_train import _versions, acting, agents, checkpoint, config, reporting, runner
 from brax_train.cli import _defaults, _settings
 from brax_train.cli._doctor import cmd_doctor
 from brax_train.cli._errors import CommandError, UsageError, one_line
@@ -51,7 +50,7 @@ def make_env(spec: RunSpec, where: str = "--set") -> brax_envs.Env:
 
 def cmd_train(args: Train) -> int:
     """`brax-train train`: resolve settings, create the run directory and train."""
-    spec, config = _settings.resolve(args)
+    spec, c = _settings.resolve(args)
     env = make_env(spec)
     now = datetime.datetime.now().astimezone()
     run = RunDir(args.run_dir or pathlib.Path("runs") / f"{spec.env}-{now:%Y%m%d-%H%M%S}")
@@ -62,8 +61,8 @@ def cmd_train(args: Train) -> int:
         )
     info = {"created": now.isoformat(timespec="seconds"), "argv": ["train", *args.argv]}
     run.write_config(spec, {**info, "versions": _versions.package_versions()})
-    _err(f"brax-train: training {spec.env} for {config.num_timesteps:,} steps into {run.path}")
-    return _train(run, spec, config, env, None, 0, replay=not args.no_replay)
+    _err(f"brax-train: training {spec.env} with {spec.agent} for {c.num_timesteps:,} steps into {run.path}")
+    return _train(run, spec, c, env, None, 0, replay=not args.no_replay)
 
 
 def cmd_resume(args: Resume) -> int:
@@ -71,9 +70,9 @@ def cmd_resume(args: Resume) -> int:
     run = RunDir(args.run_dir)
     spec, data = run.read_config()
     if args.num_timesteps is not None:
-        spec = dataclasses.replace(spec, ppo={**spec.ppo, "num_timesteps": args.num_timesteps})
+        spec = dataclasses.replace(spec, settings={**spec.settings, "num_timesteps": args.num_timesteps})
     env = make_env(spec, where=str(run.config))
-    config = _settings.ppo_config(spec, where=str(run.config))
+    c = _settings.agent_config(spec, where=str(run.config))
     if args.num_timesteps is not None:
         run.write_config(spec, {k: v for k, v in data.items() if k not in spec.to_json()})
     for d in sorted(run.checkpoints.iterdir()) if run.checkpoints.is_dir() else []:
@@ -88,23 +87,24 @@ def cmd_resume(args: Resume) -> int:
     except checkpoint.CheckpointError as e:
         msg = "nothing to resume (start a new run with `brax-train train`)"
         raise CommandError(f"{one_line(str(e))}; {msg}") from None
-    total = config.num_timesteps
+    total = c.num_timesteps
     if step >= total:
         done = f"{run.path} is complete (step {step:,} >= num_timesteps {total:,})"
         _err(f"brax-train: {done}; pass --num-timesteps to extend it")
         _finish(run, spec, env, replay=not args.no_replay and not run.replay.exists())
         return 0
     _err(f"brax-train: resuming {spec.env} from step {step:,} ({latest.name}) to {total:,}")
-    return _train(run, spec, config, env, latest, step, replay=not args.no_replay)
+    return _train(run, spec, c, env, latest, step, replay=not args.no_replay)
 
 
 def _train(
-    run: RunDir, spec: RunSpec, c: ppo.PPOConfig, env: Any, restore: pathlib.Path | None, start: int,
+    run: RunDir, spec: RunSpec, c: Any, env: Any, restore: pathlib.Path | None, start: int,
     replay: bool,
 ) -> int:
     log = reporting.MetricsLog(run.metrics, run.tensorboard)
     log.event("resume" if restore is not None else "start", start)
-    final = runner.final_step(c, start, ppo.env_steps_per_update(c))
+    agent = agents.spec(spec.agent)
+    final = runner.final_step(c, start, agent.env_steps_per_update(c))
     progress = reporting.Progress(final, sys.stderr, start_step=start)
     last: dict[str, Any] = {"step": start, "metrics": {}}
 
@@ -122,15 +122,15 @@ def _train(
     )
     t0 = time.monotonic()
     try:
-        result = ppo.train(env, c)
+        result = agent.train(env, c)
         try:
             final = max(last["step"], int(checkpoint.read_meta(checkpoint.resolve(run.checkpoints))["step"]))
         except checkpoint.CheckpointError:
             final = last["step"]
         log.event("end", final, seconds=time.monotonic() - t0)
-    except ppo.PPOConfigError as e:
+    except config.ConfigError as e:
         raise UsageError(one_line(str(e))) from None
-    except ppo.NonFiniteError as e:
+    except runner.NonFiniteError as e:
         raise CommandError(f"{one_line(str(e))}; see {run.metrics}") from None
     except KeyboardInterrupt:
         progress.close()
@@ -155,7 +155,8 @@ def _finish(run: RunDir, spec: RunSpec, env: Any, replay: bool, policy: Any = No
         _err(f"brax-train: no replay.html: {spec.env!r} simulates no brax_physics.System")
     elif replay:
         make_policy, params = policy or _load_policy(run, None)[:2]
-        r = rollout(env, spec, make_policy(params, deterministic=True), int(spec.ppo.get("seed", 0)), 1000)
+        seed = int(spec.settings.get("seed", 0))
+        r = rollout(env, spec, make_policy(params, deterministic=True), seed, 1000)
         html.save(run.replay, env.sys, r.pipeline_states, dt=r.dt)
 
 
@@ -173,49 +174,19 @@ def _load_policy(run: RunDir, step: int | None) -> tuple[Any, Any, pathlib.Path]
     return loaded.make_policy, loaded.params, d
 
 
-class Rollout(NamedTuple):
-    """One episode: physics states over time (reset first), steps, summed reward, seconds per frame."""
-
-    pipeline_states: Any
-    length: int
-    reward: float
-    dt: float | None  # None for environments without dt
-
-
-def rollout(env: brax_envs.Env, spec: RunSpec, policy: Any, seed: int, max_steps: int) -> Rollout:
-    """One episode (at most `max_steps` policy steps) in one jitted `lax.scan` at the run's precision."""
-    episode_length, action_repeat = int(spec.ppo["episode_length"]), int(spec.ppo.get("action_repeat", 1))
-    steps = max(min(max_steps, -(-episode_length // action_repeat)), 1)
-    wrapped = wrappers.EpisodeWrapper(env, episode_length, action_repeat)
-
-    def body(carry: tuple[brax_envs.State, jax.Array], k: jax.Array) -> tuple[Any, Any]:
-        state, done = carry
-        nxt = wrapped.step(state, policy(state.obs, k)[0])
-        # After the episode ends the state is frozen, so the frames past the end are never shown.
-        nxt = jax.tree.map(lambda a, b: jnp.where(done, a, b), state, nxt)
-        reward = jnp.where(done, jnp.zeros_like(nxt.reward), nxt.reward)
-        return (nxt, done | (nxt.done > 0)), (nxt.pipeline_state, reward, done | (nxt.done > 0))
-
-    @jax.jit
-    def run(key: jax.Array) -> tuple[Any, jax.Array, jax.Array]:
-        key_reset, key_act = jax.random.split(key)
-        s0 = wrapped.reset(key_reset)
-        carry = (s0, jnp.zeros((), bool))
-        _, (ps, rewards, dones) = jax.lax.scan(body, carry, jax.random.split(key_act, steps))
-        frames = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), s0.pipeline_state, ps)
-        return frames, dones, rewards.sum()
-
+def rollout(env: brax_envs.Env, spec: RunSpec, policy: Any, seed: int, max_steps: int) -> acting.Episode:
+    """One episode of the run's environment (`acting.episode`) at the run's matmul precision."""
     with _precision(spec):
-        frames, dones, total = jax.device_get(run(jax.random.PRNGKey(seed)))
-    done_at = np.flatnonzero(np.asarray(dones))
-    length = int(done_at[0]) + 1 if done_at.size else steps
-    dt = float(np.asarray(env.dt)) * action_repeat if hasattr(env, "dt") else None
-    return Rollout(jax.tree.map(lambda a: a[: length + 1], frames), length, float(total), dt)
+        return acting.episode(env, policy, jax.random.PRNGKey(seed), *_episode(spec), max_steps=max_steps)
 
 
 def _precision(spec: RunSpec) -> Any:
     # Evaluation and rendering use the run's explicit precision, as training did (no silent TF32).
-    return jax.default_matmul_precision(str(spec.ppo.get("matmul_precision", "highest")))
+    return jax.default_matmul_precision(str(spec.settings.get("matmul_precision", "highest")))
+
+
+def _episode(spec: RunSpec) -> tuple[int, int]:
+    return int(spec.settings["episode_length"]), int(spec.settings.get("action_repeat", 1))
 
 
 def _open(run_dir: str, step: int | None) -> tuple[RunDir, RunSpec, brax_envs.Env, Any, Any, pathlib.Path]:
@@ -228,7 +199,7 @@ def _open(run_dir: str, step: int | None) -> tuple[RunDir, RunSpec, brax_envs.En
 def cmd_eval(args: Eval) -> int:
     """`brax-train eval DIR`: mean and std of the episode reward of the deterministic policy."""
     run, spec, env, make_policy, params, step_dir = _open(args.run_dir, args.step)
-    episode_length, action_repeat = int(spec.ppo["episode_length"]), int(spec.ppo.get("action_repeat", 1))
+    episode_length, action_repeat = _episode(spec)
     evaluator = acting.Evaluator(
         wrappers.wrap_for_training(env, episode_length=episode_length, action_repeat=action_repeat),
         functools.partial(make_policy, deterministic=True),
@@ -269,7 +240,7 @@ def cmd_render(args: Render) -> int:
     return 0
 
 
-def _save_video(out: pathlib.Path, sys_: Any, r: Rollout, args: Render) -> None:
+def _save_video(out: pathlib.Path, sys_: Any, r: acting.Episode, args: Render) -> None:
     camera = int(args.camera) if args.camera is not None and args.camera.isdigit() else args.camera
     try:
         frames = image.render_array(sys_, r.pipeline_states, args.width, args.height, camera=camera)
@@ -325,6 +296,6 @@ COMMANDS: dict[type, Callable[[Any], int]] = {
 """The function that runs each command."""
 
 __all__ = [
-    "COMMANDS", "Rollout", "cmd_envs", "cmd_eval", "cmd_render", "cmd_resume", "cmd_train", "env_rows",
+    "COMMANDS", "cmd_envs", "cmd_eval", "cmd_render", "cmd_resume", "cmd_train", "env_rows",
     "make_env", "rollout",
 ]

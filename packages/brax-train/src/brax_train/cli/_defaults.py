@@ -1,4 +1,4 @@
-"""The presets of `brax-train train`: one `PPOConfig` per environment (PPOConfig holds every default).
+"""The presets of `brax-train train`: config instances per agent and environment (configs hold every default).
 
 `fast`, `inverted_pendulum`, `inverted_double_pendulum`, `pendulum_swingup` and `reacher` are sized
 for a laptop CPU: Google Brax's published hyper-parameters for these tasks with smaller value
@@ -9,8 +9,11 @@ accelerator settings: they train on a CPU too, but in hours, not minutes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from brax_train import agents
+from brax_train.config import RunConfig
 from brax_train.ppo.config import PPOConfig
 
 CLI_BASE = PPOConfig(
@@ -84,9 +87,19 @@ PRESETS: dict[str, PPOConfig] = {
 """Per-environment presets: `CLI_BASE` with Google Brax's (or the CPU-sized) hyper-parameters."""
 
 
-def preset(env: str) -> PPOConfig:
-    """The preset of environment `env` (`CLI_BASE` for environments without one)."""
-    return PRESETS.get(env, CLI_BASE)
+AGENT_PRESETS: dict[str, Mapping[str, RunConfig]] = {"ppo": PRESETS}
+"""Presets of each agent by environment."""
 
 
-__all__ = ["CLI_BASE", "PRESETS", "preset"]
+def preset(env: str, agent: str = "ppo") -> Any:
+    """`agent`'s preset for `env`: its own, else the agent's config with the CLI's run settings."""
+    found = AGENT_PRESETS.get(agent, {}).get(env)
+    if found is not None:
+        return found
+    if agent == "ppo":
+        return CLI_BASE
+    run: dict[str, Any] = {"num_timesteps": 1_000_000, "num_evals": 10, "episode_length": 1000}
+    return agents.spec(agent).config_class(**run, log_training_metrics=True)
+
+
+__all__ = ["AGENT_PRESETS", "CLI_BASE", "PRESETS", "preset"]

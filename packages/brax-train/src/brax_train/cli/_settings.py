@@ -1,9 +1,10 @@
 """A run's settings from the environment's preset, a config file, `--set` items and flags; `RunSpec`.
 
-Keys are `PPOConfig` field names, `env.<kwarg>` for keyword options of the environment factory and
-`network_factory.<kwarg>` for `make_ppo_networks` keywords; a config file may also hold `env` (the
-name, or a table of `name` and options), `backend` and `import`. Each PPO item becomes its tyro
-flag (`num_evals=5` -> `--num-evals 5`) parsed on top of what came before, so tyro types every value.
+Keys are field names of the agent's config (`PPOConfig` for `--agent ppo`), `env.<kwarg>` for keyword
+options of the environment factory and `network_factory.<kwarg>` for the agent's network-factory
+keywords; a config file may also hold `env` (the name, or a table of `name` and options), `backend`
+and `import`. Each config item becomes its tyro flag (`num_evals=5` -> `--num-evals 5`) parsed on top
+of what came before, so tyro types every value.
 """
 
 from __future__ import annotations
@@ -22,47 +23,53 @@ from typing import Any
 
 import brax_envs
 
-from brax_train import networks, runner
+from brax_train import agents, config, networks, runner
 from brax_train.cli import _defaults, _parser
 from brax_train.cli._errors import UsageError, one_line
 from brax_train.cli._parser import NOT_SETTABLE
-from brax_train.ppo.config import FIELDS, PPOConfig, PPOConfigError, merge, validate
 
 FORMAT = "brax-train-run/1"
 """`format` of config.json."""
-SETTABLE = tuple(k for k in FIELDS if k not in NOT_SETTABLE)
-"""`PPOConfig` fields that flags, `--set` and config files accept."""
+
+
+def settable(config_class: type[config.RunConfig]) -> tuple[str, ...]:
+    """The fields of an agent's config that flags, `--set` and config files accept."""
+    return tuple(f.name for f in dataclasses.fields(config_class) if f.name not in NOT_SETTABLE)
 _NAMED_CALLABLES = ("activation", "policy_network_kernel_init_fn", "value_network_kernel_init_fn")
 _CHOSEN_ELSEWHERE = ("env", "env.name", "import", "imports")  # --env and --import, or a config file
 
 
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
-    """What a run trains (config.json): environment, its options, modules to import, every PPO setting."""
+    """What a run trains (config.json): environment, its options, imports, the agent and its settings."""
 
     env: str
     env_kwargs: dict[str, Any]
     imports: tuple[str, ...]
-    ppo: dict[str, Any]
+    settings: dict[str, Any]
+    agent: str = "ppo"
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON object stored as config.json."""
+        """The JSON object stored as config.json (the settings under the agent's name)."""
         spec = {"env": self.env, "env_kwargs": self.env_kwargs, "imports": list(self.imports)}
-        return {"format": FORMAT, **spec, "ppo": self.ppo}
+        return {"format": FORMAT, **spec, "agent": self.agent, self.agent: self.settings}
 
     @classmethod
     def from_json(cls, data: Any, where: str) -> RunSpec:
         """Parse config.json contents; `where` names the file in errors."""
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise UsageError(f"{where}: not a brax-train run configuration (format {FORMAT!r})")
-        if missing := [k for k in ("env", "env_kwargs", "imports", "ppo") if k not in data]:
+        agent = data.get("agent", "ppo")  # the first runs were PPO's and name no agent
+        if agent not in agents.AGENTS:
+            raise UsageError(f"{where}: unknown agent {agent!r}; accepted: {', '.join(agents.AGENTS)}")
+        if missing := [k for k in ("env", "env_kwargs", "imports", agent) if k not in data]:
             raise UsageError(f"{where}: missing key {missing[0]!r}")
-        env, env_kwargs, imports, ppo = data["env"], data["env_kwargs"], data["imports"], data["ppo"]
-        if not (isinstance(env, str) and isinstance(env_kwargs, dict) and isinstance(ppo, dict)):
-            raise UsageError(f"{where}: env must be a string, env_kwargs and ppo objects")
+        env, env_kwargs, imports, settings = data["env"], data["env_kwargs"], data["imports"], data[agent]
+        if not (isinstance(env, str) and isinstance(env_kwargs, dict) and isinstance(settings, dict)):
+            raise UsageError(f"{where}: env must be a string, env_kwargs and {agent} objects")
         if not isinstance(imports, list) or not all(isinstance(i, str) for i in imports):
             raise UsageError(f"{where}: imports must be a list of strings")
-        return cls(env=env, env_kwargs=env_kwargs, imports=tuple(imports), ppo=ppo)
+        return cls(env, env_kwargs, tuple(imports), settings, agent)
 
 
 def split_item(text: str) -> tuple[str, Any]:
@@ -131,8 +138,9 @@ def check_env(name: str, flag: str = "--env") -> None:
         raise UsageError(f"{flag}: unknown environment {name!r}{hint}; accepted: {', '.join(names)}")
 
 
-def _apply(c: PPOConfig, items: Iterable[tuple[str, Any]], source: str, env_kw: dict[str, Any]) -> PPOConfig:
-    """`c` with the PPO items applied through their tyro flags; environment options go to `env_kw`."""
+def _apply(c: Any, items: Iterable[tuple[str, Any]], source: str, env_kw: dict[str, Any]) -> Any:
+    """Config `c` with the items applied through their tyro flags; environment options go to `env_kw`."""
+    fields = [f.name for f in dataclasses.fields(c)]
     for key, value in items:
         if key in _CHOSEN_ELSEWHERE:
             use = "choose the environment with --env NAME" if key.startswith("env") else "use --import MODULE"
@@ -145,19 +153,19 @@ def _apply(c: PPOConfig, items: Iterable[tuple[str, Any]], source: str, env_kw: 
             key, value = "network_factory", {**nf, key[16:]: value}
         if key in NOT_SETTABLE:
             raise UsageError(f"{source} {key}: cannot be set from the command line ({NOT_SETTABLE[key]})")
-        if key not in FIELDS:
-            close = difflib.get_close_matches(key, [*SETTABLE, "env", "backend", "import"], n=1)
+        if key not in fields:
+            close = difflib.get_close_matches(key, [*settable(type(c)), "env", "backend", "import"], n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            accepted = "PPOConfig fields, env.<kwarg>, network_factory.<kwarg>"
+            accepted = f"{type(c).__name__} fields, env.<kwarg>, network_factory.<kwarg>"
             raise UsageError(f"{source}: unknown key {key!r}{hint}; accepted: {accepted}")
         if isinstance(value, float) and value.is_integer():
             value = int(value)  # `1e6` in JSON or TOML: an integer for integer fields, exact for floats
         token = json.dumps(value) if isinstance(value, dict | list) else str(value)
-        c = _parser.parse_ppo(c, [f"--{key.replace('_', '-')}", token], f"{source} {key}")
+        c = _parser.parse_settings(c, [f"--{key.replace('_', '-')}", token], f"{source} {key}")
     return c
 
 
-def resolve(train: _parser.Train) -> tuple[RunSpec, PPOConfig]:
+def resolve(train: _parser.Train) -> tuple[RunSpec, Any]:
     """The run of `brax-train train`: preset < config file < `--set` items < flags; validated."""
     source, items = f"--config {train.config}", (load_config_file(train.config) if train.config else [])
     file = dict(items)
@@ -174,20 +182,23 @@ def resolve(train: _parser.Train) -> tuple[RunSpec, PPOConfig]:
         import_module(module)
     name = train.env or file_env or _parser.DEFAULT_ENV
     check_env(name)
+    if train.agent not in agents.AGENTS:
+        raise UsageError(f"--agent: unknown agent {train.agent!r}; accepted: {', '.join(agents.AGENTS)}")
     env_kwargs: dict[str, Any] = {}
     file_items = [(k, v) for k, v in items if k not in _CHOSEN_ELSEWHERE]
-    c = _apply(_apply(_defaults.preset(name), file_items, source, env_kwargs), set_items, "--set", env_kwargs)
+    c = _defaults.preset(name, train.agent)
+    c = _apply(_apply(c, file_items, source, env_kwargs), set_items, "--set", env_kwargs)
     if train.backend is not None:
         env_kwargs["backend"] = train.backend
     c = _parser.parse_train_flags(train, c)
-    ppo = {k: dict(v) if isinstance(v := getattr(c, k), Mapping) else v for k in SETTABLE}
-    spec = RunSpec(env=name, env_kwargs=env_kwargs, imports=imports, ppo=ppo)
-    return spec, ppo_config(spec)
+    settings = {k: dict(v) if isinstance(v := getattr(c, k), Mapping) else v for k in settable(type(c))}
+    spec = RunSpec(name, env_kwargs, imports, settings, train.agent)
+    return spec, agent_config(spec)
 
 
-def ppo_config(spec: RunSpec, where: str = "") -> PPOConfig:
-    """The validated `PPOConfig` of a run (named callables resolved); errors are one-line `UsageError`s."""
-    prefix, kwargs = f"{where}: " if where else "", dict(spec.ppo)
+def agent_config(spec: RunSpec, where: str = "") -> Any:
+    """The validated config of a run's agent (named callables resolved); errors are one-line `UsageError`s."""
+    prefix, kwargs = f"{where}: " if where else "", dict(spec.settings)
     nf = kwargs.get("network_factory")
     try:
         if isinstance(nf, str):
@@ -197,15 +208,16 @@ def ppo_config(spec: RunSpec, where: str = "") -> PPOConfig:
             kwargs["network_factory"] = {**nf, **{k: networks.resolve_name(v) for k, v in names.items()}}
     except (ImportError, AttributeError, ValueError) as e:
         raise UsageError(f"{prefix}network_factory: cannot resolve {one_line(str(e))}") from None
+    agent = agents.spec(spec.agent)
     try:
-        config = merge(None, kwargs)
-        validate(config, len(runner.local_devices(config)))
-    except PPOConfigError as e:
+        c = config.merge(agent.config_class, None, kwargs, f"{spec.agent}.train")
+        agent.validate(c, len(runner.local_devices(c)))
+    except config.ConfigError as e:
         raise UsageError(prefix + one_line(str(e))) from None
-    return config
+    return c
 
 
 __all__ = [
-    "FORMAT", "NOT_SETTABLE", "SETTABLE", "RunSpec", "canonical_import", "check_env", "import_module",
-    "load_config_file", "ppo_config", "resolve", "split_item",
+    "FORMAT", "NOT_SETTABLE", "RunSpec", "agent_config", "canonical_import", "check_env", "import_module",
+    "load_config_file", "resolve", "settable", "split_item",
 ]

@@ -10,7 +10,7 @@ import pytest
 
 from brax_train import checkpoint, ppo, runner
 from brax_train.cli import _defaults, _doctor, main
-from brax_train.cli._settings import RunSpec, ppo_config
+from brax_train.cli._settings import RunSpec, agent_config
 
 TINY = [
     "--env",
@@ -55,7 +55,7 @@ def test_train_writes_the_run_dir(run: dict[str, Any]) -> None:
     assert (path / "reward.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert list((path / "tb").glob("events.out.tfevents.*"))
     assert not (path / "replay.html").exists()  # `fast` simulates no System
-    planned = _final(ppo_config(RunSpec.from_json(config, "config.json")), 0)
+    planned = _final(agent_config(RunSpec.from_json(config, "config.json")), 0)
     assert int(checkpoint.resolve(path / "checkpoints").name) == planned == 640
 
 

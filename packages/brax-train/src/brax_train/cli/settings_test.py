@@ -12,7 +12,7 @@ import pytest
 from brax_train.cli import _defaults
 from brax_train.cli._errors import UsageError, one_line
 from brax_train.cli._parser import Train, parse
-from brax_train.cli._settings import SETTABLE, RunSpec, load_config_file, ppo_config, resolve
+from brax_train.cli._settings import RunSpec, agent_config, load_config_file, resolve, settable
 from brax_train.ppo.config import PPOConfig, validate
 
 
@@ -25,7 +25,7 @@ def _resolve(*argv: str) -> tuple[RunSpec, PPOConfig]:
 def test_presets_are_ppo_configs() -> None:
     spec, config = _resolve("--env", "fast")
     assert config == _defaults.PRESETS["fast"] and spec.env == "fast"
-    assert spec.ppo == {k: getattr(config, k) for k in SETTABLE}
+    assert spec.settings == {k: getattr(config, k) for k in settable(PPOConfig)}
     assert spec.env_kwargs == {} and spec.imports == ()
     assert _resolve()[0].env == "inverted_pendulum"
     assert _defaults.preset("custom") is _defaults.CLI_BASE
@@ -34,6 +34,13 @@ def test_presets_are_ppo_configs() -> None:
     for name, preset in _defaults.PRESETS.items():
         validate(preset, 1)
         assert preset.log_training_metrics and isinstance(preset.network_factory, dict), name
+
+
+def test_agent_choice() -> None:
+    spec, config = _resolve("--agent", "ppo", "--env", "fast")
+    assert spec.agent == "ppo" and spec.to_json()["ppo"] == spec.settings and isinstance(config, PPOConfig)
+    with pytest.raises(UsageError, match=r"--agent: unknown agent 'dqn'; accepted: ppo"):
+        _resolve("--agent", "dqn")
 
 
 def test_precedence(tmp_path: pathlib.Path) -> None:
@@ -76,7 +83,7 @@ def test_env_and_network_options(tmp_path: pathlib.Path) -> None:
     )
     assert spec.env == "fast"
     assert spec.env_kwargs == {"target": 0.5, "damping": 2.0, "backend": "none"}
-    assert spec.ppo["network_factory"]["activation"] == "jax.nn.tanh"
+    assert spec.settings["network_factory"]["activation"] == "jax.nn.tanh"
     assert isinstance(config.network_factory, dict) and config.network_factory["activation"] is jax.nn.tanh
 
 
@@ -106,14 +113,18 @@ def test_run_spec_round_trip() -> None:
     spec, config = _resolve("--env", "fast", "--set", "env.target=2.0")
     data = json.loads(json.dumps(spec.to_json()))
     assert RunSpec.from_json(data, "x") == spec
-    assert ppo_config(spec) == config
+    assert agent_config(spec) == config
     with pytest.raises(UsageError, match="x: missing key 'ppo'"):
         RunSpec.from_json({k: v for k, v in data.items() if k != "ppo"}, "x")
+    # config.json of the first release names no agent: it is PPO's.
+    assert RunSpec.from_json({k: v for k, v in data.items() if k != "agent"}, "x") == spec
+    with pytest.raises(UsageError, match="x: unknown agent 'dqn'; accepted: ppo"):
+        RunSpec.from_json({**data, "agent": "dqn"}, "x")
     # An older config.json records fewer keys: the rest are PPOConfig's defaults.
     recorded: dict[str, Any] = {"num_timesteps": 640, "num_envs": 8, "batch_size": 8, "episode_length": 20}
-    assert ppo_config(RunSpec("fast", {}, (), recorded)) == PPOConfig(**recorded)
+    assert agent_config(RunSpec("fast", {}, (), recorded)) == PPOConfig(**recorded)
     with pytest.raises(UsageError, match=r"x: unknown ppo.train setting\(s\): 'num_env'"):
-        ppo_config(RunSpec("fast", {}, (), {"num_env": 8}), "x")
+        agent_config(RunSpec("fast", {}, (), {"num_env": 8}), "x")
 
 
 def test_one_line() -> None:

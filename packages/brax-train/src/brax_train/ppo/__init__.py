@@ -10,6 +10,7 @@ from brax_train.ppo.networks import (
     networks_from_description,
 )
 from brax_train.ppo.optim import AdaptiveKLState, make_optimizer, scale_by_adaptive_kl
+from brax_train.ppo.restore import policy_from_checkpoint
 from brax_train.ppo.train import NonFiniteError, TrainResult, env_steps_per_update, train
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "make_optimizer",
     "make_ppo_networks",
     "networks_from_description",
+    "policy_from_checkpoint",
     "scale_by_adaptive_kl",
     "train",
 ]

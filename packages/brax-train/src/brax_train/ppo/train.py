@@ -267,6 +267,7 @@ def _make_agent(c: PPOConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         warm_start=warm_start,
         full_resume=c.restore_value_fn,
         meta={
+            "agent": "ppo",
             "network": net.description,
             "normalize_observations": c.normalize_observations,
             "normalize_observations_std_eps": c.normalize_observations_std_eps,

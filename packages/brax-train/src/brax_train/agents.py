@@ -1,0 +1,61 @@
+"""The registry of training agents: their names, and each agent's pieces found by name.
+
+One owner of "which agents exist": checkpoints name their agent in `meta["agent"]`, and
+`checkpoint.load` and the CLI find the agent here. An agent `name` is a subpackage
+`brax_train.<name>` exporting `train`, `policy_from_checkpoint`, `env_steps_per_update` and its
+config class `<NAME>Config` (a `RunConfig`), whose module `brax_train.<name>.config` has
+`validate(config, device_count)`. Subpackages are imported on first use, so loading a PPO
+checkpoint never imports another agent's code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+from brax_train.config import RunConfig
+
+AGENTS: tuple[str, ...] = ("ppo",)
+"""Names of the agents (`brax-train train --agent NAME`, `meta["agent"]` of checkpoints)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSpec:
+    """What the runner's users (checkpoints, CLI) need of one agent."""
+
+    name: str
+    """The agent's name in `AGENTS`."""
+    config_class: type[RunConfig]
+    """Its config dataclass, the only place its defaults live."""
+    validate: Callable[[Any, int], None]
+    """`validate(config, device_count)`: raises a `ConfigError` naming every bad setting."""
+    env_steps_per_update: Callable[[Any], int]
+    """Environment steps one training step consumes under a config."""
+    train: Callable[..., Any]
+    """`train(environment, config=None, **kwargs) -> runner.TrainResult`."""
+    policy_from_checkpoint: Callable[[pathlib.Path, dict[str, Any], Any], tuple[Callable[..., Any], Any]]
+    """`(step_dir, meta, network_factory) -> (make_policy, params)`, rebuilt from `meta` alone."""
+
+
+@functools.cache
+def spec(name: str) -> AgentSpec:
+    """The pieces of agent `name`; `ValueError` naming the known agents for any other name."""
+    if name not in AGENTS:
+        raise ValueError(f"unknown agent {name!r}; known agents: {', '.join(AGENTS)}")
+    package = importlib.import_module(f"brax_train.{name}")
+    config = importlib.import_module(f"brax_train.{name}.config")
+    return AgentSpec(
+        name=name,
+        config_class=getattr(package, f"{name.upper()}Config"),
+        validate=config.validate,
+        env_steps_per_update=package.env_steps_per_update,
+        train=package.train,
+        policy_from_checkpoint=package.policy_from_checkpoint,
+    )
+
+
+__all__ = ["AGENTS", "AgentSpec", "spec"]
