@@ -16,9 +16,10 @@ PACKAGES = ["brax-math", "brax-physics", "brax-envs", "brax-io", "brax-train"]
 ALLOWED = {
     "brax-math": set(),
     "brax-physics": {"brax-math"},
-    "brax-envs": {"brax-physics"},
+    # brax-envs and brax-train import brax_math themselves (`all_finite`), so they declare it.
+    "brax-envs": {"brax-math", "brax-physics"},
     "brax-io": {"brax-physics"},
-    "brax-train": {"brax-envs", "brax-io"},
+    "brax-train": {"brax-math", "brax-envs", "brax-io"},
 }
 TRAINING_ONLY = {"flax", "optax", "orbax-checkpoint"}
 
