@@ -24,7 +24,7 @@ import brax_io
 import jax
 import orbax.checkpoint as ocp  # type: ignore[import-untyped]  # orbax ships no py.typed
 
-from brax_train import agents
+from brax_train import agents, networks, running_statistics
 from brax_train.types import Policy
 
 logger = logging.getLogger("brax_train.checkpoint")
@@ -197,6 +197,39 @@ class Saver:
         self._manager.close()
 
 
+def rebuild_networks(
+    step_dir: pathlib.Path,
+    meta: dict[str, Any],
+    network_factory: Callable[..., Any] | None,
+    from_description: Callable[[dict[str, Any]], Any],
+) -> Any:
+    """An agent's networks for a checkpoint step: `network_factory` when given, else from the description.
+
+    `network_factory` is called as trainers call it: `fn(observation_size, action_size,
+    preprocess_observations_fn=)`; otherwise `from_description(meta["network"])` rebuilds them. A
+    description that cannot be rebuilt raises `CheckpointMismatchError` naming the meta file.
+    """
+    if network_factory is not None:
+        return network_factory(
+            networks.observation_size_from_json(meta["observation_shapes"]),
+            int(meta["action_size"]),
+            preprocess_observations_fn=networks.preprocessor(bool(meta.get("normalize_observations"))),
+        )
+    try:
+        return from_description(meta.get("network", {}))
+    except (ValueError, ImportError, AttributeError, KeyError, TypeError) as e:
+        raise CheckpointMismatchError(f"{step_dir / 'meta'}: {e}; pass network_factory=") from e
+
+
+def normalizer_target(meta: dict[str, Any]) -> running_statistics.RunningStatisticsState:
+    """Fresh observation statistics shaped as a checkpoint's (the restore target of its normalizer)."""
+    return running_statistics.init_state(
+        networks.observation_shapes(meta["observation_shapes"]),
+        std_eps=float(meta.get("normalize_observations_std_eps", 0.0)),
+        mode=str(meta.get("normalize_observations_mode", "welford")),
+    )
+
+
 class LoadedCheckpoint(NamedTuple):
     """A checkpoint's policy factory, parameters and metadata."""
 
@@ -249,7 +282,9 @@ __all__ = [
     "Saver",
     "load",
     "load_policy",
+    "normalizer_target",
     "read_meta",
+    "rebuild_networks",
     "resolve",
     "restore_item",
     "verify",

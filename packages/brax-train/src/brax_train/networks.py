@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -157,6 +158,73 @@ def identity_observation_preprocessor(obs: Any, normalizer_params: Any) -> Any:
     return obs
 
 
+def preprocessor(normalize: bool) -> PreprocessObservationFn:
+    """`running_statistics.normalize` when `normalize`, else the identity."""
+    return running_statistics.normalize if normalize else identity_observation_preprocessor
+
+
+_REBUILD_HINT = "pass network_factory= to load_policy"
+
+
+def record_callable(fn: Any, what: str, notes: list[str]) -> str | None:
+    """`fn`'s importable name for a network description (None for None); notes an unnameable one."""
+    if fn is None:
+        return None
+    name = callable_name(fn)
+    if name is None:
+        notes.append(f"{what}={fn!r} has no importable name; {_REBUILD_HINT}")
+    return name
+
+
+def record_value(value: Any, what: str, notes: list[str]) -> Any:
+    """`value` for a network description if it is JSON-serializable, else None with a note."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        notes.append(f"{what}={value!r} is not JSON-serializable; {_REBUILD_HINT}")
+        return None
+    return value
+
+
+def records_normalizer(preprocess: Any, notes: list[str]) -> bool:
+    """Whether `preprocess` is the running-statistics normalizer (noting any other than the identity)."""
+    if preprocess is running_statistics.normalize:
+        return True
+    if preprocess is not identity_observation_preprocessor:
+        notes.append(
+            f"preprocess_observations_fn={preprocess!r} is neither running_statistics.normalize nor the "
+            f"identity; {_REBUILD_HINT}"
+        )
+    return False
+
+
+def description_kwargs(
+    description: Mapping[str, Any], callables: Sequence[str] = (), sequences: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The factory keywords of a recorded network description, names resolved, for rebuilding.
+
+    Raises `ValueError` with the recorded notes when the description is not recordable. Keywords
+    named in `callables` are resolved by name (dropped when None), those in `sequences` become
+    tuples, and `observation_size` keeps its recorded kind (an int stays an int, a shape a shape).
+    Adds `preprocess_observations_fn` from the recorded `normalize_observations`.
+    """
+    if not description.get("recordable", False):
+        notes = "; ".join(description.get("notes", [])) or "no network description was recorded"
+        raise ValueError(f"the networks cannot be rebuilt from their description: {notes}")
+    kw = dict(description["kwargs"])
+    obs = kw["observation_size"]
+    kw["observation_size"] = obs if isinstance(obs, int) else observation_shapes(obs)
+    for name in callables:
+        if kw.get(name) is not None:
+            kw[name] = resolve_name(kw[name])
+        else:
+            kw.pop(name, None)
+    for name in sequences:
+        kw[name] = tuple(kw[name])
+    kw["preprocess_observations_fn"] = preprocessor(bool(description.get("normalize_observations")))
+    return kw
+
+
 def _preprocess(
     obs: Any, normalizer_params: Any, obs_key: str, preprocess_observations_fn: PreprocessObservationFn
 ) -> jax.Array:
@@ -213,11 +281,16 @@ __all__ = [
     "Initializer",
     "PreprocessObservationFn",
     "callable_name",
+    "description_kwargs",
     "identity_observation_preprocessor",
     "make_mlp_network",
     "observation_feature_size",
     "observation_shapes",
     "observation_size_from_json",
     "observation_size_to_json",
+    "preprocessor",
+    "record_callable",
+    "record_value",
+    "records_normalizer",
     "resolve_name",
 ]

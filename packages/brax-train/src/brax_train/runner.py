@@ -531,6 +531,34 @@ def run(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> TrainResul
     return TrainResult(r.agent.make_policy, r.params(), metrics)
 
 
+def train(
+    environment: brax_envs.Env,
+    c: Any,
+    validate: Callable[[Any, int], None],
+    make_agent: Callable[[Any, Setup], Agent[Any, Any]],
+    name: str,
+) -> TrainResult:
+    """An agent's `train` after merging its settings: check, validate for the devices, log, `run`.
+
+    `validate(c, device_count)` raises the agent's `ConfigError` before anything compiles;
+    `make_agent(c, setup)` builds the agent; `name` names it in the log.
+    """
+    if not isinstance(environment, brax_envs.Env):
+        raise TypeError(f"environment must be a brax_envs.Env, got {type(environment).__name__}")
+    devices = local_devices(c)
+    validate(c, len(devices))
+    logger.info(
+        "brax_train.%s: matmul precision %r; %d of %d local devices (%s), %d process(es)",
+        name,
+        c.matmul_precision,
+        len(devices),
+        jax.local_device_count(),
+        ", ".join(str(d) for d in devices),
+        jax.process_count(),
+    )
+    return run(environment, c, functools.partial(make_agent, c))
+
+
 __all__ = [
     "AXIS",
     "NONFINITE",
@@ -545,5 +573,6 @@ __all__ = [
     "key_at",
     "local_devices",
     "run",
+    "train",
     "wrap_env",
 ]

@@ -8,7 +8,6 @@ JSON-able `description` (activation and initializers by importable name) that ch
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -48,36 +47,6 @@ class PPONetworks:
     """Maps policy outputs to actions, log-probabilities and entropies."""
     description: dict[str, Any] = dataclasses.field(default_factory=dict)
     """JSON-able recipe to rebuild these networks (see `make_ppo_networks`); empty when unknown."""
-
-
-def _record(fn: Any, what: str, notes: list[str]) -> str | None:
-    if fn is None:
-        return None
-    name = networks.callable_name(fn)
-    if name is None:
-        notes.append(f"{what}={fn!r} has no importable name; pass network_factory= to load_policy")
-    return name
-
-
-def _jsonable(value: Any, what: str, notes: list[str]) -> Any:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        notes.append(f"{what}={value!r} is not JSON-serializable; pass network_factory= to load_policy")
-        return None
-    return value
-
-
-def _normalizes(preprocess: Any, notes: list[str]) -> bool:
-    """Whether `preprocess` is the running-statistics normalizer (noting it when it is not recordable)."""
-    if preprocess is running_statistics.normalize:
-        return True
-    if preprocess is not networks.identity_observation_preprocessor:
-        notes.append(
-            f"preprocess_observations_fn={preprocess!r} is neither "
-            "running_statistics.normalize nor the identity; pass network_factory= to load_policy"
-        )
-    return False
 
 
 def make_ppo_networks(
@@ -140,25 +109,29 @@ def make_ppo_networks(
     )
 
     notes: list[str] = []
-    normalize = _normalizes(preprocess_observations_fn, notes)
+    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
     kwargs = {
         "observation_size": networks.observation_size_to_json(observation_size),
         "action_size": action_size,
         "policy_hidden_layer_sizes": [int(s) for s in policy_hidden_layer_sizes],
         "value_hidden_layer_sizes": [int(s) for s in value_hidden_layer_sizes],
-        "activation": _record(activation, "activation", notes),
+        "activation": networks.record_callable(activation, "activation", notes),
         "policy_obs_key": policy_obs_key,
         "value_obs_key": value_obs_key,
         "distribution_type": distribution_type,
-        "policy_network_kernel_init_fn": _record(
+        "policy_network_kernel_init_fn": networks.record_callable(
             policy_network_kernel_init_fn, "policy_network_kernel_init_fn", notes
         ),
-        "policy_network_kernel_init_kwargs": _jsonable(pkw, "policy_network_kernel_init_kwargs", notes),
-        "value_network_kernel_init_fn": _record(
+        "policy_network_kernel_init_kwargs": networks.record_value(
+            pkw, "policy_network_kernel_init_kwargs", notes
+        ),
+        "value_network_kernel_init_fn": networks.record_callable(
             value_network_kernel_init_fn, "value_network_kernel_init_fn", notes
         ),
-        "value_network_kernel_init_kwargs": _jsonable(vkw, "value_network_kernel_init_kwargs", notes),
-        "kernel_init": _record(kernel_init, "kernel_init", notes),
+        "value_network_kernel_init_kwargs": networks.record_value(
+            vkw, "value_network_kernel_init_kwargs", notes
+        ),
+        "kernel_init": networks.record_callable(kernel_init, "kernel_init", notes),
         "layer_norm": bool(layer_norm),
         "min_std": float(min_std),
     }
@@ -179,31 +152,9 @@ def make_ppo_networks(
 
 def networks_from_description(description: Mapping[str, Any]) -> PPONetworks:
     """Rebuild `PPONetworks` from a `PPONetworks.description` (as stored in checkpoints)."""
-    if not description.get("recordable", False):
-        notes = "; ".join(description.get("notes", [])) or "no network description was recorded"
-        raise ValueError(f"the networks cannot be rebuilt from their description: {notes}")
-    kw = dict(description["kwargs"])
-    obs = kw["observation_size"]
-    # A recorded int stays an int, a recorded shape a shape (even of length one).
-    kw["observation_size"] = obs if isinstance(obs, int) else networks.observation_shapes(obs)
-    for name in (
-        "activation",
-        "policy_network_kernel_init_fn",
-        "value_network_kernel_init_fn",
-        "kernel_init",
-    ):
-        if kw.get(name) is not None:
-            kw[name] = networks.resolve_name(kw[name])
-        else:
-            kw.pop(name, None)
-    kw["policy_hidden_layer_sizes"] = tuple(kw["policy_hidden_layer_sizes"])
-    kw["value_hidden_layer_sizes"] = tuple(kw["value_hidden_layer_sizes"])
-    pre = (
-        running_statistics.normalize
-        if description.get("normalize_observations")
-        else networks.identity_observation_preprocessor
-    )
-    return make_ppo_networks(preprocess_observations_fn=pre, **kw)
+    callables = ("activation", "policy_network_kernel_init_fn", "value_network_kernel_init_fn", "kernel_init")
+    sequences = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes")
+    return make_ppo_networks(**networks.description_kwargs(description, callables, sequences))
 
 
 _EXPECTED = (

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -25,8 +24,6 @@ from brax_train.ppo import networks as ppo_networks
 from brax_train.ppo.config import PPOConfig, merge, schedule_name, validate
 from brax_train.runner import AXIS, NONFINITE, NonFiniteError, P, TrainResult, constrain
 from brax_train.types import PRNGKey, Transition
-
-logger = logging.getLogger("brax_train.ppo")
 
 Carry = tuple[losses.NetworkParams, Any, PRNGKey]
 
@@ -222,11 +219,7 @@ class _PPO:
 
 def _make_agent(c: PPOConfig, setup: runner.Setup) -> runner.Agent[TrainingState, ppo_networks.PPOParams]:
     """PPO's `(init, update)` pair for the runner's wrapped training environment."""
-    preprocess = (
-        running_statistics.normalize
-        if c.normalize_observations
-        else networks.identity_observation_preprocessor
-    )
+    preprocess = networks.preprocessor(c.normalize_observations)
     obs_size = setup.observation_size
     net = _network_factory(c)(obs_size, setup.env.action_size, preprocess_observations_fn=preprocess)
     optimizer = _optimizer(c)
@@ -283,20 +276,7 @@ def train(environment: brax_envs.Env, config: PPOConfig | None = None, **kwargs:
     `PPOConfig`); a setting must not be given in both places. Everything is validated before any
     compilation. Returns `TrainResult(make_policy, params, metrics)`.
     """
-    c = merge(config, kwargs)
-    if not isinstance(environment, brax_envs.Env):
-        raise TypeError(f"environment must be a brax_envs.Env, got {type(environment).__name__}")
-    devices = runner.local_devices(c)
-    validate(c, len(devices))
-    logger.info(
-        "brax_train.ppo: matmul precision %r; %d of %d local devices (%s), %d process(es)",
-        c.matmul_precision,
-        len(devices),
-        jax.local_device_count(),
-        ", ".join(str(d) for d in devices),
-        jax.process_count(),
-    )
-    return runner.run(environment, c, functools.partial(_make_agent, c))
+    return runner.train(environment, merge(config, kwargs), validate, _make_agent, "ppo")
 
 
 __all__ = ["NonFiniteError", "TrainResult", "TrainingState", "env_steps_per_update", "public_params", "train"]
