@@ -3,13 +3,16 @@
 from brax_train import (
     acting,
     agents,
+    ars,
     checkpoint,
     config,
     distribution,
+    es,
     networks,
     ppo,
     runner,
     running_statistics,
+    sac,
     types,
 )
 from brax_train._versions import installed_version
@@ -20,12 +23,15 @@ __all__ = [
     "__version__",
     "acting",
     "agents",
+    "ars",
     "checkpoint",
     "config",
     "distribution",
+    "es",
     "networks",
     "ppo",
     "runner",
     "running_statistics",
+    "sac",
     "types",
 ]

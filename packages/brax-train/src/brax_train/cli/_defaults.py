@@ -9,11 +9,9 @@ accelerator settings: they train on a CPU too, but in hours, not minutes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from brax_train import agents
-from brax_train.config import RunConfig
 from brax_train.ppo.config import PPOConfig
 
 CLI_BASE = PPOConfig(
@@ -87,19 +85,12 @@ PRESETS: dict[str, PPOConfig] = {
 """Per-environment presets: `CLI_BASE` with Google Brax's (or the CPU-sized) hyper-parameters."""
 
 
-AGENT_PRESETS: dict[str, Mapping[str, RunConfig]] = {"ppo": PRESETS}
-"""Presets of each agent by environment."""
-
-
 def preset(env: str, agent: str = "ppo") -> Any:
-    """`agent`'s preset for `env`: its own, else the agent's config with the CLI's run settings."""
-    found = AGENT_PRESETS.get(agent, {}).get(env)
-    if found is not None:
-        return found
+    """`agent`'s preset for `env`: PPO's presets, else the agent's config with the CLI's run settings."""
     if agent == "ppo":
-        return CLI_BASE
+        return PRESETS.get(env, CLI_BASE)
     run: dict[str, Any] = {"num_timesteps": 1_000_000, "num_evals": 10, "episode_length": 1000}
     return agents.spec(agent).config_class(**run, log_training_metrics=True)
 
 
-__all__ = ["AGENT_PRESETS", "CLI_BASE", "PRESETS", "preset"]
+__all__ = ["CLI_BASE", "PRESETS", "preset"]

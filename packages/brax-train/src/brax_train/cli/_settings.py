@@ -191,9 +191,16 @@ def resolve(train: _parser.Train) -> tuple[RunSpec, Any]:
     if train.backend is not None:
         env_kwargs["backend"] = train.backend
     c = _parser.parse_train_flags(train, c)
-    settings = {k: dict(v) if isinstance(v := getattr(c, k), Mapping) else v for k in settable(type(c))}
+    settings = {k: _recordable(getattr(c, k)) for k in settable(type(c))}
     spec = RunSpec(name, env_kwargs, imports, settings, train.agent)
     return spec, agent_config(spec)
+
+
+def _recordable(value: Any) -> Any:
+    """A setting as config.json holds it: mappings as dicts, a callable (a default factory) by name."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    return (networks.callable_name(value) or value) if callable(value) else value
 
 
 def agent_config(spec: RunSpec, where: str = "") -> Any:

@@ -13,10 +13,11 @@ from brax_train.cli import _defaults
 from brax_train.cli._errors import UsageError, one_line
 from brax_train.cli._parser import Train, parse
 from brax_train.cli._settings import RunSpec, agent_config, load_config_file, resolve, settable
+from brax_train.es import ESConfig
 from brax_train.ppo.config import PPOConfig, validate
 
 
-def _resolve(*argv: str) -> tuple[RunSpec, PPOConfig]:
+def _resolve(*argv: str) -> tuple[RunSpec, Any]:
     train = parse(["train", *argv])
     assert isinstance(train, Train)
     return resolve(train)
@@ -41,6 +42,13 @@ def test_agent_choice() -> None:
     assert spec.agent == "ppo" and spec.to_json()["ppo"] == spec.settings and isinstance(config, PPOConfig)
     with pytest.raises(UsageError, match=r"--agent: unknown agent 'dqn'; accepted: ppo"):
         _resolve("--agent", "dqn")
+    # Another agent: its own config class gives the flags, --set keys and the config.json entry.
+    spec, es = _resolve("--agent", "es", "--env", "fast", "--population-size", "8", "--set", "l2coeff=0.5")
+    assert isinstance(es, ESConfig) and (es.population_size, es.l2coeff) == (8, 0.5)
+    assert spec.to_json()["agent"] == "es" and spec.to_json()["es"]["population_size"] == 8
+    assert RunSpec.from_json(json.loads(json.dumps(spec.to_json())), "x") == spec
+    with pytest.raises(UsageError, match=r"--set: unknown key 'batch_size'.*ESConfig fields"):
+        _resolve("--agent", "es", "--set", "batch_size=4")
 
 
 def test_precedence(tmp_path: pathlib.Path) -> None:

@@ -1,0 +1,177 @@
+"""Augmented random search as a pure `(init, update)` pair on the shared runner, with Brax's `ars.train`.
+
+One `update` is one iteration of Mania et al. 2018 (arXiv:1803.07055, V1-t / V2-t with observation
+normalization): `number_of_directions` Gaussian directions of a linear policy, each evaluated at
+`M + nu * delta` and `M - nu * delta` for one episode from fresh resets in one sharded `vmap`; the
+`top_directions` with the best `max(r+, r-)` step along `(r+ - r-) * delta`, scaled by the step size
+over `top_directions` times the standard deviation of their returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import brax_envs
+import jax
+import jax.numpy as jnp
+import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
+from jax.sharding import NamedSharding
+
+from brax_train import networks, runner, running_statistics
+from brax_train.ars import networks as ars_networks
+from brax_train.ars.config import (
+    ARSConfig,
+    env_steps_per_update,
+    merge,
+    num_rollouts,
+    run_config,
+    steps_per_rollout,
+    top,
+    validate,
+)
+from brax_train.es import _population
+from brax_train.es.train import check_observations
+from brax_train.runner import NONFINITE, NonFiniteError, P, TrainResult, constrain
+from brax_train.types import PRNGKey
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class TrainingState:
+    """Device-side learner state."""
+
+    params: Any
+    """Policy parameters (the (observation_size, action_size) matrix for the linear policy)."""
+    normalizer: running_statistics.RunningStatisticsState
+    """Observation statistics."""
+
+
+def public_params(s: TrainingState) -> ars_networks.ARSParams:
+    """The policy parameters of a training state (what `make_policy` and checkpoints take)."""
+    return ars_networks.ARSParams(normalizer=s.normalizer, policy=s.params)
+
+
+def top_direction_mask(plus: jax.Array, minus: jax.Array, num_top: int) -> jax.Array:
+    """(n,) bool: the `num_top` directions with the largest `max(plus, minus)` (ties: lower index first)."""
+    best = jnp.maximum(plus, minus)
+    rank = jnp.argsort(jnp.argsort(-best))
+    return rank < num_top
+
+
+def step_direction(noise: Any, plus: jax.Array, minus: jax.Array, num_top: int) -> Any:
+    """`sum_top (r+ - r-) * delta / (num_top * sigma_R)` leafwise (noise leaves (n, ...), returns (n,)).
+
+    `sigma_R` is the standard deviation of the 2 * num_top returns of the selected directions
+    (1e-6 when they are all equal).
+    """
+    mask = top_direction_mask(plus, minus, num_top)
+    both = jnp.concatenate([mask, mask])
+    sigma = jnp.std(jnp.concatenate([plus, minus]), where=both)
+    sigma = sigma + jnp.where(sigma == 0.0, jnp.float32(1e-6), jnp.float32(0.0))
+    weights = jnp.where(mask, plus - minus, 0.0) / (jnp.float32(num_top) * sigma)
+    return jax.tree.map(lambda eps: jnp.tensordot(weights, eps, axes=1), noise)
+
+
+def _make_agent(c: ARSConfig, setup: runner.Setup) -> runner.Agent[TrainingState, ars_networks.ARSParams]:
+    """ARS's `(init, update)` pair for the runner's wrapped environment (`num_envs` = rollouts)."""
+    preprocess = networks.preprocessor(c.normalize_observations)
+    obs_size = setup.observation_size
+    net = c.network_factory(
+        observation_size=obs_size, action_size=setup.env.action_size, preprocess_observations_fn=preprocess
+    )
+    description = getattr(
+        net,
+        "description",
+        {
+            "recordable": False,
+            "notes": ["a custom network_factory without a description; pass network_factory="],
+        },
+    )
+    n, rollouts, length, num_top = c.number_of_directions, num_rollouts(c), steps_per_rollout(c), top(c)
+    repl = NamedSharding(setup.mesh, P())
+
+    def init(key: PRNGKey) -> TrainingState:
+        normalizer = running_statistics.init_state(networks.observation_shapes(obs_size))
+        return TrainingState(params=net.init(key), normalizer=normalizer)
+
+    def update(
+        s: TrainingState, env_state: brax_envs.State, key: PRNGKey
+    ) -> tuple[TrainingState, brax_envs.State, dict[str, jax.Array]]:
+        del env_state  # every generation starts from fresh resets
+        key_noise, key_eval = jax.random.split(key)
+        members, noise = _population.perturb(s.params, key_noise, n, c.exploration_noise_std)
+
+        def act(members: Any, obs: Any) -> jax.Array:
+            return jax.vmap(functools.partial(ars_networks.actions, net, s.normalizer))(members, obs)
+
+        r = _population.evaluate(
+            setup.env,
+            act,
+            members,
+            key_eval,
+            num_rollouts=rollouts,
+            length=length,
+            mesh=setup.mesh,
+            env_shardings=setup.env_shardings,
+            reward_shift=c.reward_shift,
+            track_moments=c.normalize_observations,
+        )
+        normalizer = s.normalizer
+        if r.moments is not None:
+            normalizer = _population.update_statistics(normalizer, r.moments)
+        returns = constrain(r.returns, repl)
+        plus, minus = jnp.split(returns, 2)
+        direction = step_direction(noise, plus, minus, num_top)
+        params = jax.tree.map(lambda p, d: p + c.step_size * d, s.params, direction)
+        params = constrain(params, jax.tree.map(lambda _: repl, params))
+        metrics = {
+            "params_norm": optax.tree.norm(params),
+            "eval_scores_mean": jnp.mean(returns),
+            "eval_scores_std": jnp.std(returns),
+            "weights": jnp.mean(top_direction_mask(plus, minus, num_top).astype(jnp.float32)),
+            "rollout_length": r.active_steps / rollouts,
+            **r.metrics,
+        }
+        metrics[NONFINITE] = _population.nonfinite_code(returns, direction, params, normalizer)
+        return TrainingState(params=params, normalizer=normalizer), r.env_state, metrics
+
+    def warm_start(s: TrainingState, params: ars_networks.ARSParams) -> TrainingState:
+        del s
+        return TrainingState(params=params.policy, normalizer=params.normalizer)
+
+    return runner.Agent(
+        init=init,
+        update=update,
+        policy_params=public_params,
+        make_policy=ars_networks.make_inference_fn(net),
+        env_steps_per_update=env_steps_per_update(c),
+        warm_start=warm_start,
+        meta={"agent": "ars", "network": description, "normalize_observations": c.normalize_observations},
+    )
+
+
+def train(environment: brax_envs.Env, config: ARSConfig | None = None, **kwargs: Any) -> TrainResult:
+    """Train a linear policy with augmented random search on `environment`.
+
+    Settings come from `config` and/or keywords named as in Google Brax's `ars.train` (see
+    `ARSConfig`); a setting must not be given in both places. Everything is validated before any
+    compilation. Returns `TrainResult(make_policy, params, metrics)` with `ARSParams`.
+    """
+    c = merge(config, kwargs)
+    # The user's settings are checked before num_envs is derived from the population.
+    validate(c, len(runner.local_devices(c)))
+    check_observations(environment, "ars.train")
+    return runner.train(environment, run_config(c), validate, _make_agent, "ars")
+
+
+__all__ = [
+    "NonFiniteError",
+    "TrainResult",
+    "TrainingState",
+    "public_params",
+    "step_direction",
+    "top_direction_mask",
+    "train",
+]

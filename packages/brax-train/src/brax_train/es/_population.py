@@ -1,0 +1,237 @@
+"""Antithetic populations shared by ES and ARS: perturbations, one-episode rollouts, masked moments.
+
+A generation of `n` perturbation directions is `2 * n` rollouts laid out `[theta + s * eps_1..n,
+theta - s * eps_1..n]` along the environment axis, which the runner shards over `runner.AXIS`. Every
+rollout runs one episode from a fresh reset for a fixed number of steps; rewards and observations
+after its first `done` are masked out, as in Google Brax's ES and ARS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+import brax_envs
+import brax_math
+import jax
+import jax.numpy as jnp
+from jax.flatten_util import ravel_pytree
+from jax.sharding import Mesh, NamedSharding
+
+from brax_train import running_statistics
+from brax_train.runner import AXIS, P, constrain
+from brax_train.types import PRNGKey
+
+Act = Callable[[Any, Any], jax.Array]
+"""`act(members, obs) -> actions`: every member's policy on its own rollout's observation (2n, ...)."""
+
+
+class Moments(NamedTuple):
+    """Count, mean and summed squared deviations of weighted samples (a nest like the observation)."""
+
+    n: jax.Array
+    """Total weight: () float32, or (rollouts,) per rollout."""
+    mean: Any
+    """Weighted mean per feature."""
+    m2: Any
+    """Weighted sum of squared deviations from `mean` per feature."""
+
+
+class Rollouts(NamedTuple):
+    """What evaluating a population for one episode per member gives."""
+
+    returns: jax.Array
+    """(2n,) undiscounted returns up to each rollout's first `done` (shifted rewards, for ARS)."""
+    moments: Moments | None
+    """Moments of the observations seen before each rollout's first `done` (None when not tracked)."""
+    env_state: brax_envs.State
+    """The environments after the last step."""
+    metrics: dict[str, jax.Array]
+    """`episode_count` and `episode_sum/<name>` of the first episodes, when the env reports them."""
+    active_steps: jax.Array
+    """() float32 steps taken before the first `done`, summed over rollouts."""
+
+
+def perturb(params: Any, key: PRNGKey, num: int, std: float) -> tuple[Any, Any]:
+    """Antithetic members `[params + std * eps; params - std * eps]` (2 * num, ...) and `eps` (num, ...).
+
+    `eps` is standard normal over the flattened parameters: one draw for the whole tree keeps a
+    single random-bits computation in the compiled program however many leaves the network has.
+    """
+    flat, unravel = ravel_pytree(params)
+    eps = jax.random.normal(key, (num, flat.shape[0]), flat.dtype)
+    both = jnp.concatenate([jnp.expand_dims(flat, 0) + std * eps, jnp.expand_dims(flat, 0) - std * eps])
+    return jax.vmap(unravel)(both), jax.vmap(unravel)(eps)
+
+
+def _trailing(a: jax.Array, ndim: int) -> jax.Array:
+    """`a` with trailing unit axes up to `ndim` dimensions (explicit broadcasting of per-rollout weights)."""
+    return jnp.reshape(a, a.shape + (1,) * (ndim - a.ndim))
+
+
+def _add_samples(m: Moments, x: Any, w: jax.Array) -> Moments:
+    """Per-rollout moments (leading axis: rollouts) after one more sample `x` of weight `w` (0 or 1) each.
+
+    Elementwise along the rollout axis, so the per-step update needs no cross-device reduction.
+    """
+    count = m.n + w
+    frac = w / jnp.maximum(count, 1.0)
+
+    def one(mean: jax.Array, m2: jax.Array, xi: jax.Array) -> tuple[jax.Array, jax.Array]:
+        take = _trailing(w, xi.ndim) > 0
+        d = jnp.where(take, xi - mean, 0.0)  # `where`, not a product: a masked sample may be non-finite
+        new_mean = mean + _trailing(frac, xi.ndim) * d
+        return new_mean, m2 + d * jnp.where(take, xi - new_mean, 0.0)
+
+    pairs = jax.tree.map(one, m.mean, m.m2, x)
+    is_pair = lambda p: isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], jax.Array)  # noqa: E731
+    mean = jax.tree.map(lambda p: p[0], pairs, is_leaf=is_pair)
+    m2 = jax.tree.map(lambda p: p[1], pairs, is_leaf=is_pair)
+    return Moments(count, mean, m2)
+
+
+def reduce_moments(m: Moments) -> Moments:
+    """The moments of all samples behind per-rollout moments `m` (leading axis: rollouts)."""
+    total = jnp.sum(m.n)
+    safe = jnp.maximum(total, 1.0)
+
+    def mean(x: jax.Array) -> jax.Array:
+        return jnp.sum(_trailing(m.n, x.ndim) * x, axis=0) / safe
+
+    means = jax.tree.map(mean, m.mean)
+
+    def m2(s: jax.Array, x: jax.Array, mu: jax.Array) -> jax.Array:
+        d = x - jnp.expand_dims(mu, 0)
+        return jnp.sum(s, axis=0) + jnp.sum(_trailing(m.n, x.ndim) * d * d, axis=0)
+
+    return Moments(total, means, jax.tree.map(m2, m.m2, m.mean, means))
+
+
+def update_statistics(
+    stats: running_statistics.RunningStatisticsState, m: Moments
+) -> running_statistics.RunningStatisticsState:
+    """Welford running statistics after also seeing the samples behind `m` (Chan et al.'s merge)."""
+    n_b = jnp.round(m.n)
+    count = stats.count.add(n_b.astype(jnp.uint32))
+    n_a = stats.count.to_float32()
+    n = jnp.maximum(n_a + n_b, 1.0)
+    frac, cross = n_b / n, n_a * n_b / n
+    mean = jax.tree.map(lambda a, b: a + (b - a) * frac, stats.mean, m.mean)
+    m2 = jax.tree.map(
+        lambda sa, sb, a, b: sa + sb + (b - a) * (b - a) * cross,
+        stats.summed_variance,
+        m.m2,
+        stats.mean,
+        m.mean,
+    )
+    nf = jnp.maximum(count.to_float32(), 1.0)
+
+    def std(v: jax.Array) -> jax.Array:
+        var = jnp.maximum(v, 0.0) / nf + stats.std_eps
+        return jnp.clip(jnp.sqrt(var), running_statistics.STD_MIN, running_statistics.STD_MAX)
+
+    return running_statistics.RunningStatisticsState(
+        count=count,
+        mean=mean,
+        summed_variance=m2,
+        std=jax.tree.map(std, m2),
+        std_eps=stats.std_eps,
+        mode=stats.mode,
+    )
+
+
+def evaluate(
+    env: brax_envs.Env,
+    act: Act,
+    members: Any,
+    key: PRNGKey,
+    *,
+    num_rollouts: int,
+    length: int,
+    mesh: Mesh,
+    env_shardings: Any,
+    reward_shift: float = 0.0,
+    track_moments: bool = False,
+) -> Rollouts:
+    """Run every member for `length` policy steps from fresh resets (one rollout per member).
+
+    `members` is the (num_rollouts, ...) parameter batch `act` takes, with antithetic pairs at `i`
+    and `num_rollouts / 2 + i` (see `perturb`); members and environments are sharded over the
+    device axis. Returns sum `reward - reward_shift` over the steps before each rollout's first
+    `done`. Everything the scan carries is per rollout, so devices communicate only after the
+    episode.
+    """
+    shard = NamedSharding(mesh, P(AXIS))
+    members = constrain(members, jax.tree.map(lambda _: shard, members))
+    # Common random numbers: both members of an antithetic pair start from the same initial state, so
+    # their return difference measures the perturbation rather than the reset noise (unbiased either way).
+    pair_keys = jax.random.split(key, num_rollouts // 2)
+    keys = constrain(jnp.concatenate([pair_keys, pair_keys]), shard)
+    state = constrain(env.reset(keys), env_shardings)
+    episodes = "episode_done" in state.info and "episode_metrics" in state.info
+    zeros = jnp.zeros_like(state.reward)
+    ep: dict[str, jax.Array] = {}
+    if episodes:
+        em = state.info["episode_metrics"]
+        assert isinstance(em, Mapping)
+        ep = {"episode_count": zeros, **{f"episode_sum/{name}": zeros for name in em}}
+    moments = None
+    if track_moments:
+        moments = Moments(
+            zeros, jax.tree.map(jnp.zeros_like, state.obs), jax.tree.map(jnp.zeros_like, state.obs)
+        )
+    shift = jnp.float32(reward_shift)
+
+    Carry = tuple[brax_envs.State, jax.Array, jax.Array, jax.Array, Moments | None, dict[str, jax.Array]]
+
+    def step(carry: Carry, _: None) -> tuple[Carry, None]:
+        st, ret, active, taken, mom, ep = carry
+        taken = taken + active
+        if mom is not None:
+            mom = _add_samples(mom, st.obs, active)
+        nst = constrain(env.step(st, act(members, st.obs)), env_shardings)
+        ret = ret + jnp.where(active > 0, nst.reward - shift, 0.0)
+        if ep:
+            first_end = nst.info["episode_done"] * active  # ends of first episodes only
+            em = nst.info["episode_metrics"]
+            ep = {
+                k: v + (first_end if k == "episode_count" else em[k.removeprefix("episode_sum/")] * first_end)
+                for k, v in ep.items()
+            }
+        active = active * (1.0 - nst.done)
+        return (nst, ret, active, taken, mom, ep), None
+
+    init: Carry = (state, zeros, jnp.ones_like(zeros), zeros, moments, ep)
+    (state, returns, _, taken, moments, ep), _ = jax.lax.scan(step, init, None, length=length)
+    total = reduce_moments(moments) if moments is not None else None
+    metrics = {k: jnp.sum(v) for k, v in ep.items()}
+    return Rollouts(returns, total, state, metrics, jnp.sum(taken))
+
+
+def nonfinite_code(returns: jax.Array, update: Any, params: Any, normalizer: Any) -> jax.Array:
+    """NaN-guard code (see `runner.NONFINITE`): 1 returns, 2 update direction, 3 parameters, 4 statistics.
+
+    Returns play the loss's role for a gradient-free learner, so they report as code 1 ("loss").
+    """
+    checks = (
+        brax_math.all_finite(returns),
+        brax_math.all_finite(update),
+        brax_math.all_finite(params),
+        brax_math.all_finite(normalizer),
+    )
+    code = jnp.zeros((), jnp.int32)
+    for i, ok in reversed(list(enumerate(checks, start=1))):
+        code = jnp.where(ok, code, jnp.int32(i))
+    return code
+
+
+__all__ = [
+    "Act",
+    "Moments",
+    "Rollouts",
+    "evaluate",
+    "nonfinite_code",
+    "perturb",
+    "reduce_moments",
+    "update_statistics",
+]

@@ -1,0 +1,155 @@
+"""`ESConfig`: every `es.train` setting, typed and frozen, with validation before any compile."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from brax_train.config import ConfigError, RunConfig, is_int, is_num, run_errors
+from brax_train.config import merge as _merge
+from brax_train.es import networks as es_networks
+from brax_train.es.fitness import FitnessShaping, fitness_shaping_of
+
+
+class ESConfigError(ConfigError):
+    """Invalid or inconsistent ES settings; the message names every offending key and rule."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ESConfig(RunConfig):
+    """All settings of `es.train`, named and defaulted as in Google Brax's `es.train`.
+
+    The runner's settings come from `RunConfig`; `num_envs` is not an ES setting: every generation
+    runs `2 * population_size` rollouts (leave it unset).
+    """
+
+    num_timesteps: int = 100
+    """Environment steps to train for (counting action repeats); 0 returns the initial parameters."""
+    episode_length: int | None = 1000
+    """Time limit of every rollout and evaluation episode, in environment steps."""
+    population_size: int = 128
+    """Antithetic pairs per generation (2 * population_size rollouts)."""
+    perturbation_std: float = 0.1
+    """Standard deviation of the parameter perturbations."""
+    learning_rate: float = 1e-3
+    """Adam learning rate."""
+    l2coeff: float = 0.0
+    """Weight decay of the parameters, added to the search direction."""
+    fitness_shaping: FitnessShaping | str = FitnessShaping.ORIGINAL
+    """`ORIGINAL`, `CENTERED_RANK` or `WIERSTRA` (a `FitnessShaping`, its name, or Brax's enum member)."""
+    center_fitness: bool = False
+    """Standardize the shaped fitness (mean 0, std 1) before the update."""
+    normalize_observations: bool = False
+    """Normalize observations with running statistics of the rollouts' observations."""
+    network_factory: Callable[..., es_networks.ESNetworks] | Mapping[str, Any] = es_networks.make_es_networks
+    """`fn(observation_size=, action_size=, preprocess_observations_fn=) -> ESNetworks`, or a mapping of
+    `make_es_networks` keywords."""
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ESConfig))
+"""Names of all `ESConfig` fields (the keywords `es.train` accepts)."""
+
+
+def merge(config: ESConfig | None, kwargs: Mapping[str, Any]) -> ESConfig:
+    """`config` updated with `es.train` keywords; unknown keys and keys set in both places raise."""
+    try:
+        return _merge(ESConfig, config, kwargs, "es.train")
+    except ConfigError as e:
+        raise ESConfigError(str(e)) from None
+
+
+def num_rollouts(c: ESConfig) -> int:
+    """Rollouts per generation: one per member of each antithetic pair."""
+    return 2 * c.population_size
+
+
+def steps_per_rollout(c: ESConfig) -> int:
+    """Policy steps of one rollout: a whole episode of `episode_length` env steps."""
+    assert c.episode_length is not None
+    return c.episode_length // c.action_repeat
+
+
+def env_steps_per_update(c: ESConfig) -> int:
+    """Environment steps one generation steps (action repeats included; also after an early `done`)."""
+    return num_rollouts(c) * steps_per_rollout(c) * c.action_repeat
+
+
+def population_errors(
+    c: RunConfig, errors: list[str], device_count: int, name: str, size: Any, what: str
+) -> RunConfig:
+    """Check a population setting `name` = `size` (2 * size rollouts); the run config with `num_envs` set.
+
+    Shared by ES and ARS: `num_envs` must be unset (or already that rollout count), the rollouts must
+    split evenly over the devices, and an episode must be at least one action repeat long. `what`
+    names the agent's function in messages.
+    """
+    if not is_int(size) or size < 1:
+        errors.append(f"{name} must be an int >= 1, got {size!r}")
+        return c
+    rollouts = 2 * size
+    if c.num_envs not in (1, rollouts):
+        errors.append(
+            f"num_envs ({c.num_envs!r}) is not a setting of {what}: every generation runs 2 * {name} = "
+            f"{rollouts} rollouts; leave num_envs unset"
+        )
+    if device_count > 0 and rollouts % device_count:
+        errors.append(
+            f"{name} ({size}) does not divide across the {device_count} devices used: its 2 * {size} = "
+            f"{rollouts} rollouts per generation must split evenly (see max_devices_per_host)"
+        )
+    el, ar = c.episode_length, c.action_repeat
+    if el is None and not c.wrap_env:  # with wrap_env the runner's rules already ask for it
+        errors.append(f"episode_length is required: every {what} rollout is one episode of that many steps")
+    if is_int(el) and is_int(ar) and ar >= 1 and el is not None and 1 <= el < ar:
+        errors.append(f"episode_length ({el}) must be >= action_repeat ({ar}): a rollout is one episode")
+    return c.replace(num_envs=rollouts)
+
+
+def run_config(c: ESConfig) -> ESConfig:
+    """`c` with `num_envs` set to the rollouts per generation (what the runner shards)."""
+    return c.replace(num_envs=num_rollouts(c))
+
+
+def validate(c: ESConfig, device_count: int) -> None:
+    """Raise `ESConfigError` listing every violated rule (names keys and values); no compilation."""
+    errors: list[str] = []
+    derived = population_errors(c, errors, device_count, "population_size", c.population_size, "es.train")
+    # The runner's own divisibility rule would name num_envs; population_errors names the ES setting.
+    errors += run_errors(derived, 1)
+    v: Any = c.perturbation_std
+    if not is_num(v) or not v > 0:
+        errors.append(f"perturbation_std must be a number > 0, got {v!r}")
+    for name in ("learning_rate", "l2coeff"):
+        v = getattr(c, name)
+        if not is_num(v) or v < 0:
+            errors.append(f"{name} must be a number >= 0, got {v!r}")
+    try:
+        fitness_shaping_of(c.fitness_shaping)
+    except ValueError as e:
+        errors.append(str(e))
+    for name in ("center_fitness", "normalize_observations"):
+        if not isinstance(getattr(c, name), bool):
+            errors.append(f"{name} must be a bool, got {getattr(c, name)!r}")
+    nf: object = c.network_factory
+    if not (callable(nf) or isinstance(nf, Mapping)):
+        errors.append(
+            "network_factory must be callable or a mapping of make_es_networks keywords, "
+            f"got {type(nf).__name__}"
+        )
+    if errors:
+        raise ESConfigError("invalid ES settings:\n  - " + "\n  - ".join(errors))
+
+
+__all__ = [
+    "FIELDS",
+    "ESConfig",
+    "ESConfigError",
+    "env_steps_per_update",
+    "merge",
+    "num_rollouts",
+    "population_errors",
+    "run_config",
+    "steps_per_rollout",
+    "validate",
+]

@@ -1,0 +1,125 @@
+"""The ES policy: a deterministic MLP with a tanh output, and how to rebuild it from a checkpoint.
+
+`make_es_networks` takes Google Brax's keywords (`hidden_layer_sizes`, `activation`). The policy is
+deterministic: evolution strategies explore in parameter space, so actions carry no sampling noise
+(`deterministic=` is accepted and changes nothing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from brax_train import networks, running_statistics
+from brax_train.types import Observation, Policy, PRNGKey
+
+_FACTORY_NAME = "brax_train.es.networks.make_es_networks"
+
+
+class ESParams(NamedTuple):
+    """An ES policy's parameters; Brax-style indexing (`params[0]` normalizer, `params[1]` policy) works."""
+
+    normalizer: running_statistics.RunningStatisticsState
+    """Observation running statistics (used only when observations are normalized)."""
+    policy: Any
+    """Policy MLP parameters (flax variables dict)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ESNetworks:
+    """The policy network and the JSON recipe to rebuild it."""
+
+    policy_network: networks.FeedForwardNetwork
+    """Observations -> pre-tanh actions (action_size,)."""
+    description: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """JSON-able recipe (see `make_es_networks`); empty when unknown."""
+
+
+def make_es_networks(
+    observation_size: Any,
+    action_size: int,
+    preprocess_observations_fn: networks.PreprocessObservationFn = networks.identity_observation_preprocessor,
+    hidden_layer_sizes: Sequence[int] = (32,) * 4,
+    activation: networks.ActivationFn = jax.nn.relu,
+) -> ESNetworks:
+    """An MLP policy from (normalized) observations to `action_size` outputs (tanh applied by the policy).
+
+    `activation` may be any callable; named ones (`jax.nn.*`, importable functions) are recorded in
+    checkpoints so the policy can be rebuilt without the training script.
+    """
+    if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
+        raise ValueError(f"action_size must be a positive int, got {action_size!r}")
+    policy_network = networks.make_mlp_network(
+        action_size,
+        observation_size,
+        hidden_layer_sizes=hidden_layer_sizes,
+        activation=activation,
+        kernel_init=jax.nn.initializers.lecun_uniform(),
+        preprocess_observations_fn=preprocess_observations_fn,
+    )
+    notes: list[str] = []
+    activation_name = networks.record_callable(activation, "activation", notes)
+    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
+    description = {
+        "factory": _FACTORY_NAME,
+        "kwargs": {
+            "observation_size": networks.observation_size_to_json(observation_size),
+            "action_size": action_size,
+            "hidden_layer_sizes": [int(s) for s in hidden_layer_sizes],
+            "activation": activation_name,
+        },
+        "normalize_observations": normalize,
+        "recordable": not notes,
+        "notes": notes,
+    }
+    return ESNetworks(policy_network=policy_network, description=description)
+
+
+def networks_from_description(description: Mapping[str, Any]) -> ESNetworks:
+    """Rebuild `ESNetworks` from an `ESNetworks.description` (as stored in checkpoints)."""
+    kw = networks.description_kwargs(description, ("activation",), ("hidden_layer_sizes",))
+    return make_es_networks(**kw)
+
+
+def actions(net: ESNetworks, normalizer: Any, policy_params: Any, obs: Observation) -> jax.Array:
+    """Actions in [-1, 1]: `tanh` of the MLP's output for `obs` (..., obs_size) -> (..., action_size)."""
+    return jnp.tanh(net.policy_network.apply(normalizer, policy_params, obs))
+
+
+MakePolicy = Callable[..., Policy]
+"""`make_policy(params: ESParams, deterministic: bool = False) -> policy`."""
+
+
+def make_inference_fn(net: ESNetworks) -> MakePolicy:
+    """`make_policy(params, deterministic=False)` building `policy(obs, key) -> (action, {})`."""
+
+    def make_policy(params: ESParams, deterministic: bool = False) -> Policy:
+        del deterministic  # the policy is deterministic either way
+        if not isinstance(params, ESParams):
+            raise TypeError(
+                f"make_policy expects ESParams(normalizer, policy); got {type(params).__name__} "
+                "(for a Brax-style (normalizer, policy) tuple use ESParams(*params))"
+            )
+
+        def policy(obs: Observation, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
+            del key
+            return actions(net, params.normalizer, params.policy, obs), {}
+
+        return policy
+
+    return make_policy
+
+
+__all__ = [
+    "ESNetworks",
+    "ESParams",
+    "MakePolicy",
+    "actions",
+    "make_es_networks",
+    "make_inference_fn",
+    "networks_from_description",
+]

@@ -1,0 +1,336 @@
+"""SAC networks: a tanh-squashed Gaussian policy and twin Q functions, with their description.
+
+`make_sac_networks` follows Google Brax's keyword names. The returned `SACNetworks` carries a
+JSON-able `description` (activation and initializers by importable name) that checkpoints store, so
+`policy_from_checkpoint` rebuilds the policy without the training script.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import linen
+
+from brax_train import networks, running_statistics
+from brax_train.distribution import NormalTanhDistribution
+from brax_train.types import Observation, Policy, PRNGKey
+
+_FACTORY_NAME = "brax_train.sac.networks.make_sac_networks"
+
+
+class SACParams(NamedTuple):
+    """Everything a SAC policy needs: observation statistics and policy parameters.
+
+    A NamedTuple, so Brax-style indexing (`params[0]` normalizer, `params[1]` policy) keeps working.
+    """
+
+    normalizer: running_statistics.RunningStatisticsState
+    """Observation running statistics (used only when observations are normalized)."""
+    policy: Any
+    """Policy network parameters (flax variables dict)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class QNetwork:
+    """Twin (or `n_critics`-fold) Q functions as a pair of pure functions."""
+
+    init: Callable[[PRNGKey], Any]
+    """`init(key) -> params`."""
+    apply: Callable[..., jax.Array]
+    """`apply(normalizer_params, params, obs, action) -> q` of shape (..., n_critics)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SACNetworks:
+    """Policy and Q networks plus the action distribution."""
+
+    policy_network: networks.FeedForwardNetwork
+    """Observations -> distribution parameters (..., 2 * action_size)."""
+    q_network: QNetwork
+    """(observations, actions) -> Q values (..., n_critics)."""
+    parametric_action_distribution: NormalTanhDistribution
+    """Maps policy outputs to actions and log-probabilities."""
+    description: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """JSON-able recipe to rebuild these networks (see `make_sac_networks`); empty when unknown."""
+
+
+class _QModule(linen.Module):
+    """`n_critics` independent MLPs on the concatenated observation and action, evaluated as one
+    batched (vmapped) MLP: half the operations of separate networks for XLA to compile."""
+
+    hidden_layer_sizes: Sequence[int]
+    activation: networks.ActivationFn
+    kernel_init: networks.Initializer
+    layer_norm: bool
+    n_critics: int
+
+    @linen.compact
+    def __call__(self, obs: jax.Array, action: jax.Array) -> jax.Array:
+        x = jnp.concatenate([obs, action], axis=-1)
+        critics = linen.vmap(
+            networks.MLP,
+            variable_axes={"params": 0},
+            split_rngs={"params": True},
+            in_axes=None,
+            out_axes=-1,
+            axis_size=self.n_critics,
+        )
+        q: jax.Array = critics(
+            layer_sizes=[*self.hidden_layer_sizes, 1],
+            activation=self.activation,
+            kernel_init=self.kernel_init,
+            layer_norm=self.layer_norm,
+            name="critics",
+        )(x)
+        return q[..., 0, :]
+
+
+def _select_obs(
+    obs: Any, normalizer_params: Any, obs_key: str, preprocess: networks.PreprocessObservationFn
+) -> jax.Array:
+    """The (preprocessed) observation entry a network reads: `obs[obs_key]` for dict observations."""
+    if isinstance(obs, Mapping):
+        x = obs[obs_key]
+        if isinstance(normalizer_params, running_statistics.RunningStatisticsState) and isinstance(
+            normalizer_params.mean, Mapping
+        ):
+            normalizer_params = running_statistics.select(normalizer_params, obs_key)
+    else:
+        x = obs
+    out: jax.Array = preprocess(x, normalizer_params)
+    return out
+
+
+def make_q_network(
+    observation_size: Any,
+    action_size: int,
+    preprocess_observations_fn: networks.PreprocessObservationFn = networks.identity_observation_preprocessor,
+    hidden_layer_sizes: Sequence[int] = (256, 256),
+    activation: networks.ActivationFn = jax.nn.relu,
+    n_critics: int = 2,
+    layer_norm: bool = False,
+    kernel_init: networks.Initializer | None = None,
+    obs_key: str = "state",
+) -> QNetwork:
+    """`n_critics` Q MLPs reading `concat(preprocessed obs, action)`; output (..., n_critics).
+
+    `kernel_init` defaults to `jax.nn.initializers.lecun_uniform()`.
+    """
+    module = _QModule(
+        hidden_layer_sizes=tuple(hidden_layer_sizes),
+        activation=activation,
+        kernel_init=kernel_init if kernel_init is not None else jax.nn.initializers.lecun_uniform(),
+        layer_norm=layer_norm,
+        n_critics=n_critics,
+    )
+    feature_size = networks.observation_feature_size(observation_size, obs_key)
+
+    def init(key: PRNGKey) -> Any:
+        return module.init(
+            key, jnp.zeros((1, feature_size), jnp.float32), jnp.zeros((1, action_size), jnp.float32)
+        )
+
+    def apply(normalizer_params: Any, params: Any, obs: Any, action: jax.Array) -> jax.Array:
+        x = _select_obs(obs, normalizer_params, obs_key, preprocess_observations_fn)
+        out = module.apply(params, x, action)
+        assert isinstance(out, jax.Array)
+        return out
+
+    return QNetwork(init=init, apply=apply)
+
+
+def _record(fn: Any, what: str, notes: list[str]) -> str | None:
+    name = networks.callable_name(fn)
+    if name is None:
+        notes.append(f"{what}={fn!r} has no importable name; pass network_factory= to load the policy")
+    return name
+
+
+def _jsonable(value: Any, what: str, notes: list[str]) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        notes.append(f"{what}={value!r} is not JSON-serializable; pass network_factory= to load the policy")
+        return None
+    return value
+
+
+def _normalizes(preprocess: Any, notes: list[str]) -> bool:
+    """Whether `preprocess` is the running-statistics normalizer (noting it when it is not recordable)."""
+    if preprocess is running_statistics.normalize:
+        return True
+    if preprocess is not networks.identity_observation_preprocessor:
+        notes.append(
+            f"preprocess_observations_fn={preprocess!r} is neither running_statistics.normalize nor "
+            "the identity; pass network_factory= to load the policy"
+        )
+    return False
+
+
+def make_sac_networks(
+    observation_size: Any,
+    action_size: int,
+    preprocess_observations_fn: networks.PreprocessObservationFn = networks.identity_observation_preprocessor,
+    hidden_layer_sizes: Sequence[int] = (256, 256),
+    activation: networks.ActivationFn = jax.nn.relu,
+    policy_network_layer_norm: bool = False,
+    q_network_layer_norm: bool = False,
+    distribution_type: Literal["tanh_normal"] = "tanh_normal",
+    noise_std_type: Literal["scalar", "log"] = "scalar",
+    init_noise_std: float = 1.0,
+    state_dependent_std: bool = False,
+    policy_network_kernel_init_fn: Callable[..., networks.Initializer] = jax.nn.initializers.lecun_uniform,
+    policy_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    q_network_kernel_init_fn: Callable[..., networks.Initializer] = jax.nn.initializers.lecun_uniform,
+    q_network_kernel_init_kwargs: Mapping[str, Any] | None = None,
+    policy_obs_key: str = "state",
+    q_obs_key: str = "state",
+) -> SACNetworks:
+    """SAC policy (tanh-squashed Gaussian, state-dependent scale) and twin Q MLPs.
+
+    Keywords as Google Brax's `make_sac_networks`; `noise_std_type`, `init_noise_std` and
+    `state_dependent_std` only concern Brax's plain `normal` distribution and are accepted for
+    compatibility. `observation_size` may be a mapping of shapes (dict observations): the policy
+    reads `obs[policy_obs_key]`, the Q networks `obs[q_obs_key]` (brax-train additions). Named
+    activations and initializers are recorded in checkpoints.
+    """
+    del noise_std_type, init_noise_std, state_dependent_std
+    if distribution_type != "tanh_normal":
+        raise ValueError(f"distribution_type must be 'tanh_normal', got {distribution_type!r}")
+    if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
+        raise ValueError(f"action_size must be a positive int, got {action_size!r}")
+    pkw = dict(policy_network_kernel_init_kwargs or {})
+    qkw = dict(q_network_kernel_init_kwargs or {})
+    dist = NormalTanhDistribution(event_size=action_size)
+    policy_network = networks.make_mlp_network(
+        dist.param_size,
+        observation_size,
+        hidden_layer_sizes=hidden_layer_sizes,
+        activation=activation,
+        kernel_init=policy_network_kernel_init_fn(**pkw),
+        obs_key=policy_obs_key,
+        preprocess_observations_fn=preprocess_observations_fn,
+        layer_norm=policy_network_layer_norm,
+    )
+    q_network = make_q_network(
+        observation_size,
+        action_size,
+        preprocess_observations_fn=preprocess_observations_fn,
+        hidden_layer_sizes=hidden_layer_sizes,
+        activation=activation,
+        layer_norm=q_network_layer_norm,
+        kernel_init=q_network_kernel_init_fn(**qkw),
+        obs_key=q_obs_key,
+    )
+    notes: list[str] = []
+    normalize = _normalizes(preprocess_observations_fn, notes)
+    kwargs = {
+        "observation_size": networks.observation_size_to_json(observation_size),
+        "action_size": action_size,
+        "hidden_layer_sizes": [int(s) for s in hidden_layer_sizes],
+        "activation": _record(activation, "activation", notes),
+        "policy_network_layer_norm": bool(policy_network_layer_norm),
+        "q_network_layer_norm": bool(q_network_layer_norm),
+        "distribution_type": distribution_type,
+        "policy_network_kernel_init_fn": _record(
+            policy_network_kernel_init_fn, "policy_network_kernel_init_fn", notes
+        ),
+        "policy_network_kernel_init_kwargs": _jsonable(pkw, "policy_network_kernel_init_kwargs", notes),
+        "q_network_kernel_init_fn": _record(q_network_kernel_init_fn, "q_network_kernel_init_fn", notes),
+        "q_network_kernel_init_kwargs": _jsonable(qkw, "q_network_kernel_init_kwargs", notes),
+        "policy_obs_key": policy_obs_key,
+        "q_obs_key": q_obs_key,
+    }
+    description = {
+        "factory": _FACTORY_NAME,
+        "kwargs": kwargs,
+        "normalize_observations": normalize,
+        "recordable": not notes,
+        "notes": notes,
+    }
+    return SACNetworks(
+        policy_network=policy_network,
+        q_network=q_network,
+        parametric_action_distribution=dist,
+        description=description,
+    )
+
+
+def networks_from_description(description: Mapping[str, Any]) -> SACNetworks:
+    """Rebuild `SACNetworks` from a `SACNetworks.description` (as stored in checkpoints)."""
+    if not description.get("recordable", False):
+        notes = "; ".join(description.get("notes", [])) or "no network description was recorded"
+        raise ValueError(f"the networks cannot be rebuilt from their description: {notes}")
+    kw = dict(description["kwargs"])
+    obs = kw["observation_size"]
+    # A recorded int stays an int, a recorded shape a shape (even of length one).
+    kw["observation_size"] = obs if isinstance(obs, int) else networks.observation_shapes(obs)
+    for name in ("activation", "policy_network_kernel_init_fn", "q_network_kernel_init_fn"):
+        kw[name] = networks.resolve_name(kw[name])
+    kw["hidden_layer_sizes"] = tuple(kw["hidden_layer_sizes"])
+    pre = (
+        running_statistics.normalize
+        if description.get("normalize_observations")
+        else networks.identity_observation_preprocessor
+    )
+    return make_sac_networks(preprocess_observations_fn=pre, **kw)
+
+
+_EXPECTED = (
+    "SACParams(normalizer: running_statistics.RunningStatisticsState, policy: flax params) or a "
+    "Brax-style (normalizer, policy) tuple, as returned by sac.train or given to policy_params_fn"
+)
+
+
+def check_params(params: Any) -> SACParams:
+    """`params` as `SACParams` (a Brax-style 2-tuple is accepted); otherwise a TypeError."""
+    if not isinstance(params, tuple) or len(params) != 2:
+        raise TypeError(f"make_policy expects {_EXPECTED}; got {type(params).__name__}")
+    if not isinstance(params[0], running_statistics.RunningStatisticsState):
+        raise TypeError(f"make_policy expects {_EXPECTED}; got normalizer of type {type(params[0]).__name__}")
+    return params if isinstance(params, SACParams) else SACParams(*params)
+
+
+MakePolicy = Callable[..., Policy]
+"""`make_policy(params: SACParams, deterministic: bool = False) -> policy`."""
+
+
+def make_inference_fn(sac_networks: SACNetworks) -> MakePolicy:
+    """`make_policy(params, deterministic=False)` building `policy(obs, key) -> (action, {})`.
+
+    Stochastic policies return `tanh(u)` with `u` drawn from the Gaussian; deterministic ones
+    `tanh(loc)`. Actions lie in [-1, 1].
+    """
+    dist = sac_networks.parametric_action_distribution
+    policy_network = sac_networks.policy_network
+
+    def make_policy(params: Any, deterministic: bool = False) -> Policy:
+        p = check_params(params)
+
+        def policy(obs: Observation, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
+            logits = policy_network.apply(p.normalizer, p.policy, obs)
+            if deterministic:
+                return dist.mode(logits), {}
+            return dist.sample(logits, key), {}
+
+        return policy
+
+    return make_policy
+
+
+__all__ = [
+    "MakePolicy",
+    "QNetwork",
+    "SACNetworks",
+    "SACParams",
+    "check_params",
+    "make_inference_fn",
+    "make_q_network",
+    "make_sac_networks",
+    "networks_from_description",
+]
