@@ -199,7 +199,9 @@ def wrap_env(
 
 def _env_shardings(tree: Any, num_envs: int, mesh: Mesh) -> Any:
     shard, repl = NamedSharding(mesh, P(AXIS)), NamedSharding(mesh, P())
-    return jax.tree.map(lambda x: shard if x.ndim >= 1 and x.shape[0] == num_envs else repl, tree)
+    # Zero-size leaves (a model without contacts) leave a jitted chunk replicated whatever they
+    # came in as; giving them that sharding from the start keeps the next chunk from recompiling.
+    return jax.tree.map(lambda x: shard if x.ndim >= 1 and x.shape[0] == num_envs and x.size else repl, tree)
 
 
 def local_devices(c: Any) -> list[jax.Device]:
