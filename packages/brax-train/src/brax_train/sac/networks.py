@@ -8,7 +8,6 @@ JSON-able `description` (activation and initializers by importable name) that ch
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -144,34 +143,6 @@ def make_q_network(
     return QNetwork(init=init, apply=apply)
 
 
-def _record(fn: Any, what: str, notes: list[str]) -> str | None:
-    name = networks.callable_name(fn)
-    if name is None:
-        notes.append(f"{what}={fn!r} has no importable name; pass network_factory= to load the policy")
-    return name
-
-
-def _jsonable(value: Any, what: str, notes: list[str]) -> Any:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        notes.append(f"{what}={value!r} is not JSON-serializable; pass network_factory= to load the policy")
-        return None
-    return value
-
-
-def _normalizes(preprocess: Any, notes: list[str]) -> bool:
-    """Whether `preprocess` is the running-statistics normalizer (noting it when it is not recordable)."""
-    if preprocess is running_statistics.normalize:
-        return True
-    if preprocess is not networks.identity_observation_preprocessor:
-        notes.append(
-            f"preprocess_observations_fn={preprocess!r} is neither running_statistics.normalize nor "
-            "the identity; pass network_factory= to load the policy"
-        )
-    return False
-
-
 def make_sac_networks(
     observation_size: Any,
     action_size: int,
@@ -228,21 +199,25 @@ def make_sac_networks(
         obs_key=q_obs_key,
     )
     notes: list[str] = []
-    normalize = _normalizes(preprocess_observations_fn, notes)
+    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
     kwargs = {
         "observation_size": networks.observation_size_to_json(observation_size),
         "action_size": action_size,
         "hidden_layer_sizes": [int(s) for s in hidden_layer_sizes],
-        "activation": _record(activation, "activation", notes),
+        "activation": networks.record_callable(activation, "activation", notes),
         "policy_network_layer_norm": bool(policy_network_layer_norm),
         "q_network_layer_norm": bool(q_network_layer_norm),
         "distribution_type": distribution_type,
-        "policy_network_kernel_init_fn": _record(
+        "policy_network_kernel_init_fn": networks.record_callable(
             policy_network_kernel_init_fn, "policy_network_kernel_init_fn", notes
         ),
-        "policy_network_kernel_init_kwargs": _jsonable(pkw, "policy_network_kernel_init_kwargs", notes),
-        "q_network_kernel_init_fn": _record(q_network_kernel_init_fn, "q_network_kernel_init_fn", notes),
-        "q_network_kernel_init_kwargs": _jsonable(qkw, "q_network_kernel_init_kwargs", notes),
+        "policy_network_kernel_init_kwargs": networks.record_value(
+            pkw, "policy_network_kernel_init_kwargs", notes
+        ),
+        "q_network_kernel_init_fn": networks.record_callable(
+            q_network_kernel_init_fn, "q_network_kernel_init_fn", notes
+        ),
+        "q_network_kernel_init_kwargs": networks.record_value(qkw, "q_network_kernel_init_kwargs", notes),
         "policy_obs_key": policy_obs_key,
         "q_obs_key": q_obs_key,
     }
@@ -263,22 +238,8 @@ def make_sac_networks(
 
 def networks_from_description(description: Mapping[str, Any]) -> SACNetworks:
     """Rebuild `SACNetworks` from a `SACNetworks.description` (as stored in checkpoints)."""
-    if not description.get("recordable", False):
-        notes = "; ".join(description.get("notes", [])) or "no network description was recorded"
-        raise ValueError(f"the networks cannot be rebuilt from their description: {notes}")
-    kw = dict(description["kwargs"])
-    obs = kw["observation_size"]
-    # A recorded int stays an int, a recorded shape a shape (even of length one).
-    kw["observation_size"] = obs if isinstance(obs, int) else networks.observation_shapes(obs)
-    for name in ("activation", "policy_network_kernel_init_fn", "q_network_kernel_init_fn"):
-        kw[name] = networks.resolve_name(kw[name])
-    kw["hidden_layer_sizes"] = tuple(kw["hidden_layer_sizes"])
-    pre = (
-        running_statistics.normalize
-        if description.get("normalize_observations")
-        else networks.identity_observation_preprocessor
-    )
-    return make_sac_networks(preprocess_observations_fn=pre, **kw)
+    callables = ("activation", "policy_network_kernel_init_fn", "q_network_kernel_init_fn")
+    return make_sac_networks(**networks.description_kwargs(description, callables, ("hidden_layer_sizes",)))
 
 
 _EXPECTED = (
