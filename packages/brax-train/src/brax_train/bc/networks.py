@@ -1,0 +1,170 @@
+"""BC's student network: an MLP whose Gaussian mean, squashed by tanh, is the (deterministic) action.
+
+`make_bc_networks` follows Google Brax's keyword names and defaults. The network outputs
+`[loc, raw_scale]` like a PPO policy (so the layouts match), but only `loc` is trained: the student
+acts deterministically. The returned `BCNetworks` carries a JSON-able `description` that checkpoints
+store, so a policy can be rebuilt without the training script.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from brax_train import networks, running_statistics
+from brax_train.distribution import NormalTanhDistribution
+from brax_train.types import Observation, Policy, PRNGKey
+
+_FACTORY_NAME = "brax_train.bc.networks.make_bc_networks"
+
+
+class BCParams(NamedTuple):
+    """Everything a BC student needs: observation statistics and policy parameters.
+
+    A NamedTuple, so Brax-style indexing (`params[0]` normalizer, `params[1]` policy) keeps working.
+    """
+
+    normalizer: running_statistics.RunningStatisticsState
+    """Observation running statistics (used only when observations are normalized)."""
+    policy: Any
+    """Policy network parameters (flax variables dict)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BCNetworks:
+    """The student's policy network and its action distribution."""
+
+    policy_network: networks.FeedForwardNetwork
+    """Observations -> distribution parameters `[loc, raw_scale]`."""
+    parametric_action_distribution: NormalTanhDistribution
+    """Splits the outputs into `loc` and `scale`."""
+    description: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """JSON-able recipe to rebuild these networks (see `make_bc_networks`); empty when unknown."""
+
+
+def make_bc_networks(
+    observation_size: Any,
+    action_size: int,
+    preprocess_observations_fn: networks.PreprocessObservationFn = networks.identity_observation_preprocessor,
+    *,
+    policy_hidden_layer_sizes: Sequence[int] = (32,) * 4,
+    activation: networks.ActivationFn = jax.nn.swish,
+    policy_obs_key: str = "state",
+) -> BCNetworks:
+    """The student MLP (Google Brax's `make_bc_networks` keywords and defaults; lecun-uniform kernels).
+
+    `observation_size` is an int, a shape, or a mapping of shapes (the policy reads
+    `obs[policy_obs_key]`). `activation` may be any callable; named ones are recorded in checkpoints.
+    """
+    if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
+        raise ValueError(f"action_size must be a positive int, got {action_size!r}")
+    dist = NormalTanhDistribution(event_size=action_size)
+    policy_network = networks.make_mlp_network(
+        dist.param_size,
+        observation_size,
+        hidden_layer_sizes=policy_hidden_layer_sizes,
+        activation=activation,
+        kernel_init=jax.nn.initializers.lecun_uniform(),
+        obs_key=policy_obs_key,
+        preprocess_observations_fn=preprocess_observations_fn,
+    )
+    notes: list[str] = []
+    activation_name = networks.callable_name(activation)
+    if activation_name is None:
+        notes.append(f"activation={activation!r} has no importable name; pass network_factory=")
+    normalize = preprocess_observations_fn is running_statistics.normalize
+    if not normalize and preprocess_observations_fn is not networks.identity_observation_preprocessor:
+        notes.append(
+            f"preprocess_observations_fn={preprocess_observations_fn!r} is neither "
+            "running_statistics.normalize nor the identity; pass network_factory="
+        )
+    description = {
+        "factory": _FACTORY_NAME,
+        "kwargs": {
+            "observation_size": networks.observation_size_to_json(observation_size),
+            "action_size": action_size,
+            "policy_hidden_layer_sizes": [int(s) for s in policy_hidden_layer_sizes],
+            "activation": activation_name,
+            "policy_obs_key": policy_obs_key,
+        },
+        "normalize_observations": normalize,
+        "recordable": not notes,
+        "notes": notes,
+    }
+    return BCNetworks(policy_network, dist, description)
+
+
+def networks_from_description(description: Mapping[str, Any]) -> BCNetworks:
+    """Rebuild `BCNetworks` from a `BCNetworks.description` (as stored in checkpoints)."""
+    if not description.get("recordable", False):
+        notes = "; ".join(description.get("notes", [])) or "no network description was recorded"
+        raise ValueError(f"the networks cannot be rebuilt from their description: {notes}")
+    kw = dict(description["kwargs"])
+    obs = kw.pop("observation_size")
+    action_size = int(kw.pop("action_size"))
+    obs_size = obs if isinstance(obs, int) else networks.observation_shapes(obs)
+    kw["activation"] = networks.resolve_name(kw["activation"])
+    kw["policy_hidden_layer_sizes"] = tuple(kw["policy_hidden_layer_sizes"])
+    pre = (
+        running_statistics.normalize
+        if description.get("normalize_observations")
+        else networks.identity_observation_preprocessor
+    )
+    return make_bc_networks(obs_size, action_size, pre, **kw)
+
+
+def check_params(params: Any) -> BCParams:
+    """`params` if it is a `BCParams` (a Brax-style pair is converted); otherwise a TypeError."""
+    if isinstance(params, BCParams):
+        return params
+    pair = isinstance(params, tuple) and len(params) == 2
+    if pair and isinstance(params[0], running_statistics.RunningStatisticsState):
+        return BCParams(*params)
+    raise TypeError(
+        "make_policy expects BCParams(normalizer: running_statistics.RunningStatisticsState, "
+        f"policy: flax params), as returned by bc.train; got {type(params).__name__}"
+    )
+
+
+MakePolicy = Callable[..., Policy]
+"""`make_policy(params: BCParams, deterministic: bool = True) -> policy`."""
+
+
+def make_inference_fn(bc_networks: BCNetworks, tanh_squash: bool = True) -> MakePolicy:
+    """`make_policy(params, deterministic=True)` building `policy(obs, key) -> (action, extras)`.
+
+    The student is deterministic (`deterministic` and `key` are accepted for the common interface):
+    the action is `tanh(loc)` with `tanh_squash`, else `loc`. Extras hold `loc` and `scale` (as Brax),
+    so a student can teach another student.
+    """
+    dist = bc_networks.parametric_action_distribution
+    policy_network = bc_networks.policy_network
+
+    def make_policy(params: BCParams, deterministic: bool = True) -> Policy:
+        del deterministic
+        p = check_params(params)
+
+        def policy(obs: Observation, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
+            del key
+            d = dist.create_dist(policy_network.apply(p.normalizer, p.policy, obs))
+            action = jnp.tanh(d.loc) if tanh_squash else d.loc
+            return action, {"loc": d.loc, "scale": d.scale}
+
+        return policy
+
+    return make_policy
+
+
+__all__ = [
+    "BCNetworks",
+    "BCParams",
+    "MakePolicy",
+    "check_params",
+    "make_bc_networks",
+    "make_inference_fn",
+    "networks_from_description",
+]
