@@ -3,6 +3,7 @@
 from brax_train import (
     acting,
     agents,
+    apg,
     ars,
     bc,
     checkpoint,
@@ -24,6 +25,7 @@ __all__ = [
     "__version__",
     "acting",
     "agents",
+    "apg",
     "ars",
     "bc",
     "checkpoint",

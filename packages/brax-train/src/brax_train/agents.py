@@ -19,7 +19,7 @@ from typing import Any
 
 from brax_train.config import RunConfig
 
-AGENTS: tuple[str, ...] = ("ppo", "sac", "es", "ars", "bc")
+AGENTS: tuple[str, ...] = ("ppo", "sac", "apg", "es", "ars", "bc")
 """Names of the agents (`brax-train train --agent NAME`, `meta["agent"]` of checkpoints)."""
 
 
