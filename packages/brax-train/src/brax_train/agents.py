@@ -4,7 +4,8 @@ One owner of "which agents exist": checkpoints name their agent in `meta["agent"
 `checkpoint.load` and the CLI find the agent here. An agent `name` is a subpackage
 `brax_train.<name>` exporting `train`, `policy_from_checkpoint`, `env_steps_per_update` and its
 config class `<NAME>Config` (a `RunConfig`), whose module `brax_train.<name>.config` has
-`validate(config, device_count)`. Subpackages are imported on first use, so loading a PPO
+`validate(config, device_count)` and, where the agent derives settings from others, `resolve(config)`.
+Subpackages are imported on first use, so loading a PPO
 checkpoint never imports another agent's code.
 """
 
@@ -33,12 +34,19 @@ class AgentSpec:
     """Its config dataclass, the only place its defaults live."""
     validate: Callable[[Any, int], None]
     """`validate(config, device_count)`: raises a `ConfigError` naming every bad setting."""
+    resolve: Callable[[Any], Any]
+    """A validated config in the runner's terms (e.g. `num_timesteps` from APG's `policy_updates`)."""
     env_steps_per_update: Callable[[Any], int]
     """Environment steps one training step consumes under a config."""
     train: Callable[..., Any]
     """`train(environment, config=None, **kwargs) -> runner.TrainResult`."""
     policy_from_checkpoint: Callable[[pathlib.Path, dict[str, Any], Any], tuple[Callable[..., Any], Any]]
     """`(step_dir, meta, network_factory) -> (make_policy, params)`, rebuilt from `meta` alone."""
+
+
+def _identity(c: Any) -> Any:
+    """A config that needs no resolving."""
+    return c
 
 
 @functools.cache
@@ -52,6 +60,7 @@ def spec(name: str) -> AgentSpec:
         name=name,
         config_class=getattr(package, f"{name.upper()}Config"),
         validate=config.validate,
+        resolve=getattr(config, "resolve", _identity),
         env_steps_per_update=package.env_steps_per_update,
         train=package.train,
         policy_from_checkpoint=package.policy_from_checkpoint,

@@ -19,8 +19,8 @@ import numpy as np
 from brax_envs import wrappers
 from brax_io import html, image
 
-from brax_train import _versions, acting, agents, checkpoint, config, reporting, runner
-from brax_train.cli import _defaults, _settings
+from brax_train import _versions, acting, agents, checkpoint, config, presets, reporting, runner
+from brax_train.cli import _settings
 from brax_train.cli._doctor import cmd_doctor
 from brax_train.cli._errors import CommandError, UsageError, one_line
 from brax_train.cli._parser import RENDER_SUFFIXES, Doctor, Envs, Eval, Render, Resume, Train
@@ -267,7 +267,8 @@ def env_rows() -> list[dict[str, Any]]:
             row["backend"] = env.backend
         except Exception as e:  # one broken (e.g. user-registered) env must not hide the others
             row["error"] = f"{type(e).__name__}: {one_line(str(e))}"
-        rows.append({**row, "default_num_timesteps": _defaults.preset(name).num_timesteps})
+        tuned = [a for a in agents.AGENTS if name in presets.environments(a)]
+        rows.append({**row, "default_num_timesteps": presets.preset(name).num_timesteps, "presets": tuned})
     return rows
 
 
@@ -276,12 +277,13 @@ def cmd_envs(args: Envs) -> int:
     for module in args.imports:
         _settings.import_module(_settings.canonical_import(module))
     rows = env_rows()
-    table: list[tuple[str, ...]] = [("name", "obs", "act", "dt", "backend", "default steps")]
+    table: list[tuple[str, ...]] = [("name", "obs", "act", "dt", "backend", "default steps", "presets")]
     for r in rows:
         obs, act = _size(r.get("observation_size", "-")), str(r.get("action_size", "-"))
         dt = "-" if r.get("dt") is None else f"{r['dt']:g}"
         backend = f"error: {r['error']}" if "error" in r else r["backend"]
-        table.append((r["name"], obs, act, dt, backend, f"{r['default_num_timesteps']:,}"))
+        steps = f"{r['default_num_timesteps']:,}"
+        table.append((r["name"], obs, act, dt, backend, steps, ",".join(r["presets"]) or "-"))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     table.insert(1, tuple("-" * w for w in widths))
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]

@@ -23,8 +23,8 @@ from typing import Any
 
 import brax_envs
 
-from brax_train import agents, config, networks, runner
-from brax_train.cli import _defaults, _parser
+from brax_train import agents, config, networks, presets, runner
+from brax_train.cli import _parser
 from brax_train.cli._errors import UsageError, one_line
 from brax_train.cli._parser import NOT_SETTABLE
 
@@ -186,7 +186,7 @@ def resolve(train: _parser.Train) -> tuple[RunSpec, Any]:
         raise UsageError(f"--agent: unknown agent {train.agent!r}; accepted: {', '.join(agents.AGENTS)}")
     env_kwargs: dict[str, Any] = {}
     file_items = [(k, v) for k, v in items if k not in _CHOSEN_ELSEWHERE]
-    c = _defaults.preset(name, train.agent)
+    c = presets.preset(name, train.agent)
     c = _apply(_apply(c, file_items, source, env_kwargs), set_items, "--set", env_kwargs)
     if train.backend is not None:
         env_kwargs["backend"] = train.backend
@@ -221,7 +221,7 @@ def agent_config(spec: RunSpec, where: str = "") -> Any:
         agent.validate(c, len(runner.local_devices(c)))
     except config.ConfigError as e:
         raise UsageError(prefix + one_line(str(e))) from None
-    return c
+    return agent.resolve(c)
 
 
 __all__ = [

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from brax_train import checkpoint, ppo, runner
-from brax_train.cli import _defaults, _doctor, main
+from brax_train import checkpoint, ppo, presets, runner
+from brax_train.cli import _doctor, main
 from brax_train.cli._settings import RunSpec, agent_config
 
 TINY = [
@@ -65,8 +65,8 @@ def _final(c: ppo.PPOConfig, start: int) -> int:
 
 def test_planned_final_step() -> None:
     # num_timesteps rounds up to whole evaluation intervals: 9 intervals of 2 training steps of 163,840.
-    assert _final(_defaults.PRESETS["inverted_pendulum"], 0) == 2_949_120
-    assert _final(_defaults.PRESETS["fast"].replace(num_timesteps=1000), 1000) == 1000
+    assert _final(presets.PPO_PRESETS["inverted_pendulum"], 0) == 2_949_120
+    assert _final(presets.PPO_PRESETS["fast"].replace(num_timesteps=1000), 1000) == 1000
 
 
 def test_resume_extends_the_run(run: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
@@ -113,8 +113,10 @@ def test_envs_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert rows["inverted_pendulum"]["backend"] == "generalized"
     assert main(["envs"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["name", "obs", "act", "dt", "backend", "default", "steps"]
+    assert lines[0].split() == ["name", "obs", "act", "dt", "backend", "default", "steps", "presets"]
     assert any(line.split()[:3] == ["ant", "27", "8"] for line in lines)
+    assert rows["inverted_pendulum"]["presets"] == ["ppo", "sac", "es", "ars"]
+    assert rows["ant"]["presets"] == ["ppo"]
 
 
 def test_doctor_reports_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:

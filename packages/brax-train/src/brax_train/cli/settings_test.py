@@ -9,7 +9,7 @@ from typing import Any
 import jax
 import pytest
 
-from brax_train.cli import _defaults
+from brax_train import agents, presets
 from brax_train.cli._errors import UsageError, one_line
 from brax_train.cli._parser import Train, parse
 from brax_train.cli._settings import RunSpec, agent_config, load_config_file, resolve, settable
@@ -25,14 +25,14 @@ def _resolve(*argv: str) -> tuple[RunSpec, Any]:
 
 def test_presets_are_ppo_configs() -> None:
     spec, config = _resolve("--env", "fast")
-    assert config == _defaults.PRESETS["fast"] and spec.env == "fast"
+    assert config == presets.PPO_PRESETS["fast"] and spec.env == "fast"
     assert spec.settings == {k: getattr(config, k) for k in settable(PPOConfig)}
     assert spec.env_kwargs == {} and spec.imports == ()
     assert _resolve()[0].env == "inverted_pendulum"
-    assert _defaults.preset("custom") is _defaults.CLI_BASE
+    assert presets.preset("custom") is presets.PPO_BASE
     # The CLI's base differs from Google Brax's defaults, which stay in PPOConfig alone.
-    assert (_defaults.CLI_BASE.learning_rate, PPOConfig().learning_rate) == (3e-4, 1e-4)
-    for name, preset in _defaults.PRESETS.items():
+    assert (presets.PPO_BASE.learning_rate, PPOConfig().learning_rate) == (3e-4, 1e-4)
+    for name, preset in presets.PPO_PRESETS.items():
         validate(preset, 1)
         assert preset.log_training_metrics and isinstance(preset.network_factory, dict), name
 
@@ -49,6 +49,27 @@ def test_agent_choice() -> None:
     assert RunSpec.from_json(json.loads(json.dumps(spec.to_json())), "x") == spec
     with pytest.raises(UsageError, match=r"--set: unknown key 'batch_size'.*ESConfig fields"):
         _resolve("--agent", "es", "--set", "batch_size=4")
+    # An agent's tuned preset, and its base settings elsewhere.
+    tuned = _resolve("--agent", "sac", "--env", "inverted_pendulum")[1]
+    assert tuned == presets.preset("inverted_pendulum", "sac")
+    base = _resolve("--agent", "sac", "--env", "ant", "--num-envs", "2")[1]
+    assert base.num_timesteps == presets.RUN_BASE["num_timesteps"]
+
+
+def test_every_agent_preset_validates() -> None:
+    for agent in agents.AGENTS:
+        for env in (*presets.environments(agent), "custom"):
+            if agent != "bc":  # BC's every run needs a teacher from the user
+                agents.spec(agent).validate(presets.preset(env, agent), 1)
+    assert presets.environments("apg") == ("reacher",) and presets.environments("bc") == ()
+
+
+def test_derived_settings_are_resolved_before_the_run() -> None:
+    # APG's `policy_updates` (Brax's) sets num_timesteps: the planned final step and resume need it.
+    argv = ("--agent", "apg", "--env", "reacher", "--num-timesteps=0", "--set", "policy_updates=5")
+    spec, apg = _resolve(*argv)
+    assert apg.num_timesteps == 5 * apg.num_envs * apg.horizon_length * apg.action_repeat
+    assert agent_config(spec) == apg and spec.settings["num_timesteps"] == 0
 
 
 def test_precedence(tmp_path: pathlib.Path) -> None:
@@ -61,7 +82,7 @@ def test_precedence(tmp_path: pathlib.Path) -> None:
     assert config.num_evals == 7  # file over the preset
     assert config.learning_rate == 5e-4  # --set over the file
     assert config.seed == 6  # flag over --set
-    assert config.num_envs == _defaults.PRESETS["fast"].num_envs
+    assert config.num_envs == presets.PPO_PRESETS["fast"].num_envs
     assert config.num_timesteps == 20_000 and isinstance(config.num_timesteps, int)
     assert config.network_factory == {"policy_hidden_layer_sizes": [8]}
     _, config = _resolve("--env", "fast", "--learning-rate", "1e-2", "--set", "learning_rate=5e-4")

@@ -1,0 +1,239 @@
+"""Tuned settings per agent and environment: the presets of `brax-train train`, for library users too.
+
+PPO's `fast`, `inverted_pendulum`, `inverted_double_pendulum`, `pendulum_swingup` and `reacher` are
+sized for a laptop CPU: Google Brax's published hyper-parameters for these tasks with smaller value
+networks and fewer evaluation episodes (the 256x5 value MLP and 128 x 1000-step evaluations
+dominate CPU time and buy nothing on these tasks). The locomotion tasks keep Google Brax's
+accelerator settings: they train on a CPU too, but in hours, not minutes. The other agents' presets
+are the settings their learning tests pass with, run longer; any other environment gets the agent's
+config with `RUN_BASE`'s run settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brax_train import agents
+from brax_train.ppo.config import PPOConfig
+
+PPO_BASE = PPOConfig(
+    num_timesteps=5_000_000,
+    num_evals=10,
+    episode_length=1000,
+    action_repeat=1,
+    num_envs=256,
+    batch_size=256,
+    num_minibatches=8,
+    unroll_length=10,
+    num_updates_per_batch=4,
+    discounting=0.97,
+    learning_rate=3e-4,
+    entropy_cost=1e-2,
+    normalize_observations=True,
+    reward_scaling=1.0,
+    num_eval_envs=128,
+    network_factory={},
+    # Training-episode metrics after every training step keep the progress bar and metrics.jsonl
+    # live between evaluations; they cost one small host transfer per training step.
+    log_training_metrics=True,
+)
+"""PPO's settings for every environment without a preset, including custom ones from `--import`."""
+
+_CPU_NETS = {"policy_hidden_layer_sizes": [32, 32, 32, 32], "value_hidden_layer_sizes": [64, 64, 64, 64]}
+_CPU: dict[str, Any] = {"num_eval_envs": 16, "network_factory": _CPU_NETS}
+_GPU: dict[str, Any] = {"num_timesteps": 50_000_000, "num_minibatches": 32, "num_updates_per_batch": 8}
+
+PPO_PRESETS: dict[str, PPOConfig] = {
+    "fast": PPO_BASE.replace(
+        num_timesteps=60_000,
+        episode_length=100,
+        num_envs=16,
+        batch_size=16,
+        num_minibatches=4,
+        unroll_length=20,
+        num_updates_per_batch=4,
+        discounting=0.99,
+        learning_rate=3e-3,
+        entropy_cost=1e-2,
+        normalize_observations=False,
+        num_eval_envs=16,
+        deterministic_eval=True,
+        seed=1,
+        network_factory={"policy_hidden_layer_sizes": [16, 16], "value_hidden_layer_sizes": [16, 16]},
+    ),
+    "inverted_pendulum": PPO_BASE.replace(
+        **_CPU,
+        num_timesteps=2_000_000,
+        reward_scaling=10.0,
+        num_envs=2048,
+        batch_size=1024,
+        num_minibatches=32,
+        unroll_length=5,
+        seed=1,
+    ),
+    "inverted_double_pendulum": PPO_BASE.replace(
+        **_CPU,
+        num_timesteps=10_000_000,
+        num_evals=20,
+        reward_scaling=10.0,
+        num_envs=2048,
+        batch_size=1024,
+        num_minibatches=32,
+        unroll_length=5,
+        seed=1,
+    ),
+    "pendulum_swingup": PPO_BASE.replace(
+        **_CPU,
+        num_timesteps=1_000_000,
+        episode_length=200,
+        num_envs=256,
+        batch_size=256,
+        num_minibatches=8,
+        reward_scaling=10.0,
+    ),
+    "reacher": PPO_BASE.replace(
+        **_CPU,
+        num_timesteps=10_000_000,
+        num_evals=20,
+        reward_scaling=5.0,
+        action_repeat=4,
+        num_envs=1024,
+        batch_size=256,
+        num_minibatches=32,
+        unroll_length=50,
+        num_updates_per_batch=8,
+        discounting=0.95,
+        entropy_cost=1e-3,
+    ),
+    "ant": PPO_BASE.replace(
+        num_timesteps=50_000_000,
+        reward_scaling=10.0,
+        num_envs=4096,
+        batch_size=2048,
+        num_minibatches=32,
+        unroll_length=5,
+    ),
+    "halfcheetah": PPO_BASE.replace(
+        **_GPU,
+        num_evals=20,
+        num_envs=2048,
+        batch_size=512,
+        unroll_length=20,
+        discounting=0.95,
+        entropy_cost=1e-3,
+    ),
+    "hopper": PPO_BASE.replace(
+        **_GPU, reward_scaling=1.0, num_envs=2048, batch_size=1024, unroll_length=10, entropy_cost=1e-3
+    ),
+    "walker2d": PPO_BASE.replace(
+        **_GPU, reward_scaling=1.0, num_envs=2048, batch_size=1024, unroll_length=10, entropy_cost=1e-3
+    ),
+    "humanoid": PPO_BASE.replace(
+        **_GPU, reward_scaling=0.1, num_envs=2048, batch_size=1024, unroll_length=10, entropy_cost=1e-3
+    ),
+    "humanoidstandup": PPO_BASE.replace(
+        **{**_GPU, "num_timesteps": 100_000_000},
+        num_evals=20,
+        reward_scaling=0.1,
+        num_envs=2048,
+        batch_size=1024,
+        unroll_length=15,
+        learning_rate=6e-4,
+    ),
+    "pusher": PPO_BASE.replace(
+        **{**_GPU, "num_minibatches": 16},
+        num_evals=20,
+        reward_scaling=5.0,
+        num_envs=2048,
+        batch_size=512,
+        unroll_length=30,
+        discounting=0.95,
+    ),
+    "swimmer": PPO_BASE.replace(
+        **_GPU, num_envs=2048, batch_size=1024, unroll_length=10, discounting=0.995, entropy_cost=1e-3
+    ),
+}
+"""PPO's per-environment presets: `PPO_BASE` with Google Brax's (or the CPU-sized) hyper-parameters."""
+
+
+RUN_BASE: dict[str, Any] = {
+    "num_timesteps": 1_000_000,
+    "num_evals": 10,
+    "episode_length": 1000,
+    "log_training_metrics": True,
+}
+"""Run settings of the other agents' configs for an environment without a preset."""
+
+_SMALL_EVAL: dict[str, Any] = {
+    "num_eval_envs": 16,
+    "deterministic_eval": True,
+    "normalize_observations": True,
+}
+
+_AGENT_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    "sac": {
+        "inverted_pendulum": dict(
+            _SMALL_EVAL,
+            num_timesteps=32_000,
+            num_evals=5,
+            num_envs=64,
+            batch_size=256,
+            grad_updates_per_step=64,
+            min_replay_size=1024,
+            max_replay_size=100_000,
+            learning_rate=1e-3,
+            discounting=0.99,
+            network_factory={"hidden_layer_sizes": [64, 64]},
+        ),
+    },
+    "es": {
+        "inverted_pendulum": dict(
+            _SMALL_EVAL,
+            num_timesteps=100 * 2 * 16 * 200,
+            episode_length=200,
+            population_size=16,
+            learning_rate=0.03,
+            perturbation_std=0.05,
+            fitness_shaping="centered_rank",
+            network_factory={"hidden_layer_sizes": [16]},
+        ),
+    },
+    "ars": {
+        "inverted_pendulum": dict(
+            _SMALL_EVAL,
+            num_timesteps=100 * 2 * 16 * 200,
+            episode_length=200,
+            number_of_directions=16,
+            top_directions=8,
+            step_size=0.1,
+            exploration_noise_std=0.2,
+        ),
+    },
+    "apg": {
+        "reacher": dict(
+            _SMALL_EVAL,
+            num_timesteps=800 * 32 * 16,
+            episode_length=200,
+            num_envs=32,
+            horizon_length=16,
+            learning_rate=1e-2,
+            network_factory={"hidden_layer_sizes": [32, 32]},
+        ),
+    },
+}
+
+
+def preset(env: str, agent: str = "ppo") -> Any:
+    """`agent`'s tuned config for `env`; for an environment without a preset, its base settings."""
+    if agent == "ppo":
+        return PPO_PRESETS.get(env, PPO_BASE)
+    settings = {**RUN_BASE, **_AGENT_PRESETS.get(agent, {}).get(env, {})}
+    return agents.spec(agent).config_class(**settings)
+
+
+def environments(agent: str = "ppo") -> tuple[str, ...]:
+    """The environments `agent` has a tuned preset for."""
+    return tuple(PPO_PRESETS if agent == "ppo" else _AGENT_PRESETS.get(agent, {}))
+
+
+__all__ = ["PPO_BASE", "PPO_PRESETS", "RUN_BASE", "environments", "preset"]
