@@ -103,13 +103,16 @@ def _is_step_dir(p: pathlib.Path) -> bool:
 
 def resolve(path: str | os.PathLike[str]) -> pathlib.Path:
     """The verified step directory for `path`: a step directory itself, or a run directory's latest
-    complete step (incomplete steps are skipped with a warning; a corrupted latest step raises)."""
+    complete step (incomplete steps are skipped with a warning; a corrupted latest step raises); a
+    `brax-train train` run directory stands for its `checkpoints/`."""
     p = pathlib.Path(path).absolute()
     if not p.is_dir():
         raise CheckpointNotFoundError(f"no checkpoint directory at {p}")
     if _is_step_dir(p):
         verify(p)
         return p
+    if (p / "checkpoints").is_dir() and (p / "config.json").is_file():
+        return resolve(p / "checkpoints")
     steps = sorted(
         (d for d in p.iterdir() if d.is_dir() and d.name.isdigit()), key=lambda d: int(d.name), reverse=True
     )

@@ -15,7 +15,9 @@ import dataclasses
 import functools
 import io
 import json
+import os
 import re
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
@@ -123,8 +125,17 @@ def _config_rule(info: tc.StructTypeInfo) -> tc.StructConstructorSpec | None:
     types = {f.name: hidden[f.type] for f in spec.fields if f.name in NOT_SETTABLE}
     # The flags the CLI always had keep their types; `validate` checks every other range.
     types.update(network_factory=_NETWORK_FACTORY, num_timesteps=Index, num_envs=Count, seed=Index)
+    # Path settings (`save_checkpoint_path`, BC's `teacher_checkpoint_path`) are plain strings here.
+    types.update({f.name: str | None for f in spec.fields if _is_path(f.type) and f.name not in types})
     fields = tuple(dataclasses.replace(f, type=types.get(f.name, f.type)) for f in spec.fields)
     return dataclasses.replace(spec, fields=fields)
+
+
+def _is_path(t: Any) -> bool:
+    """Whether annotation `t` is `os.PathLike`, or a union with it."""
+    if t is os.PathLike or typing.get_origin(t) is os.PathLike:
+        return True
+    return any(_is_path(a) for a in typing.get_args(t))
 
 
 def _opt(metavar: str | None, text: str, default: str | None = None, **kwargs: Any) -> Any:

@@ -206,16 +206,19 @@ def _recordable(value: Any) -> Any:
 def agent_config(spec: RunSpec, where: str = "") -> Any:
     """The validated config of a run's agent (named callables resolved); errors are one-line `UsageError`s."""
     prefix, kwargs = f"{where}: " if where else "", dict(spec.settings)
-    nf = kwargs.get("network_factory")
+    agent = agents.spec(spec.agent)
+    defaults = agent.config_class()
+    key = ""
     try:
-        if isinstance(nf, str):
-            kwargs["network_factory"] = networks.resolve_name(nf)
-        elif isinstance(nf, Mapping):
+        for key, value in spec.settings.items():  # a callable setting is recorded by importable name
+            if isinstance(value, str) and callable(getattr(defaults, key, None)):
+                kwargs[key] = networks.resolve_name(value)
+        key, nf = "network_factory", kwargs.get("network_factory")
+        if isinstance(nf, Mapping):
             names = {k: v for k, v in nf.items() if k in _NAMED_CALLABLES and isinstance(v, str)}
             kwargs["network_factory"] = {**nf, **{k: networks.resolve_name(v) for k, v in names.items()}}
     except (ImportError, AttributeError, ValueError) as e:
-        raise UsageError(f"{prefix}network_factory: cannot resolve {one_line(str(e))}") from None
-    agent = agents.spec(spec.agent)
+        raise UsageError(f"{prefix}{key}: cannot resolve {one_line(str(e))}") from None
     try:
         c = config.merge(agent.config_class, None, kwargs, f"{spec.agent}.train")
         agent.validate(c, len(runner.local_devices(c)))
