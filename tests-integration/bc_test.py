@@ -54,10 +54,10 @@ def episode_returns(env_name: str, policies: list[Policy], num_envs: int, seed: 
 # ---- BC ---------------------------------------------------------------------------------------------------
 
 PPO_TEACHER: dict[str, Any] = dict(
-    num_timesteps=150_000,
+    num_timesteps=100_000,
     episode_length=EPISODE,
-    num_envs=128,
-    batch_size=128,
+    num_envs=32,
+    batch_size=32,
     num_minibatches=4,
     unroll_length=16,
     num_updates_per_batch=4,
