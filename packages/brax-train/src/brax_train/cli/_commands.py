@@ -19,11 +19,11 @@ import numpy as np
 from brax_envs import wrappers
 from brax_io import html, image
 
-from brax_train import _versions, acting, agents, checkpoint, config, presets, reporting, runner
+from brax_train import _versions, acting, agents, checkpoint, config, export, presets, reporting, runner
 from brax_train.cli import _settings
 from brax_train.cli._doctor import cmd_doctor
 from brax_train.cli._errors import CommandError, UsageError, one_line
-from brax_train.cli._parser import RENDER_SUFFIXES, Doctor, Envs, Eval, Render, Resume, Train
+from brax_train.cli._parser import RENDER_SUFFIXES, Doctor, Envs, Eval, Export, Render, Resume, Train
 from brax_train.cli._rundir import RunDir
 from brax_train.cli._settings import RunSpec
 
@@ -291,13 +291,25 @@ def cmd_envs(args: Envs) -> int:
     return 0
 
 
+def cmd_export(args: Export) -> int:
+    """`brax-train export DIR --format F --out FILE`: the deterministic policy as FILE and FILE.json."""
+    if not pathlib.Path(args.out).absolute().parent.is_dir():
+        raise UsageError(f"--out: directory {str(pathlib.Path(args.out).parent)!r} does not exist")
+    try:
+        r = export.export_policy(args.run_dir, args.out, args.format)
+    except (checkpoint.CheckpointError, export.ExportError, ImportError) as e:
+        raise CommandError(one_line(str(e))) from None
+    _err(f"export: {r.contract['agent']} policy (step {r.contract['step']}) -> {r.path}, {r.contract_path}")
+    return 0
+
+
 COMMANDS: dict[type, Callable[[Any], int]] = {
     Train: cmd_train, Resume: cmd_resume, Eval: cmd_eval, Render: cmd_render, Envs: cmd_envs,
-    Doctor: cmd_doctor,
+    Doctor: cmd_doctor, Export: cmd_export,
 }
 """The function that runs each command."""
 
 __all__ = [
-    "COMMANDS", "cmd_envs", "cmd_eval", "cmd_render", "cmd_resume", "cmd_train", "env_rows",
+    "COMMANDS", "cmd_envs", "cmd_eval", "cmd_export", "cmd_render", "cmd_resume", "cmd_train", "env_rows",
     "make_env", "rollout",
 ]

@@ -19,7 +19,7 @@ import os
 import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import tyro
 from tyro import conf
@@ -226,10 +226,20 @@ class Doctor(_Command):
     json: _Json = False
 
 
-Command = Train | Resume | Eval | Render | Envs | Doctor
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Export(_Command):
+    """Export a run's deterministic policy (normalizer, squashing inside) and its JSON contract FILE.json."""
+
+    run_dir: Annotated[str, conf.Positional, _opt("DIR", "run directory, checkpoint directory or step")]
+    format: Annotated[Literal["stablehlo", "onnx"], _opt(None, "stablehlo (jax.export) or onnx")]
+    out: Annotated[str, _opt("FILE", "the exported file")]
+
+
+Command = Train | Resume | Eval | Render | Envs | Doctor | Export
 _COMMANDS: Any = Annotated[Train, conf.subcommand("train")] | Annotated[Resume, conf.subcommand("resume")]
 _COMMANDS |= Annotated[Eval, conf.subcommand("eval")] | Annotated[Render, conf.subcommand("render")]
 _COMMANDS |= Annotated[Envs, conf.subcommand("envs")] | Annotated[Doctor, conf.subcommand("doctor")]
+_COMMANDS |= Annotated[Export, conf.subcommand("export")]
 
 
 def fold(text: str) -> str:
@@ -287,6 +297,6 @@ def parse_train_flags(train: Train, defaults: RunConfig) -> Any:
 
 __all__ = [
     "DEFAULT_ENV", "NOT_SETTABLE", "PROG", "REGISTRY", "RENDER_SUFFIXES", "Command", "Count", "Doctor",
-    "Envs", "Eval", "Index", "Render", "Resume", "Train", "call", "fold", "parse", "parse_int",
+    "Envs", "Eval", "Export", "Index", "Render", "Resume", "Train", "call", "fold", "parse", "parse_int",
     "parse_settings", "parse_train_flags", "parse_value",
 ]
