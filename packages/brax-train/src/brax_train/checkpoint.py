@@ -205,13 +205,18 @@ def rebuild_networks(
     meta: dict[str, Any],
     network_factory: Callable[..., Any] | None,
     from_description: Callable[[dict[str, Any]], Any],
+    agent: str,
 ) -> Any:
-    """An agent's networks for a checkpoint step: `network_factory` when given, else from the description.
+    """`agent`'s networks for a checkpoint step: `network_factory` when given, else from the description.
 
     `network_factory` is called as trainers call it: `fn(observation_size, action_size,
     preprocess_observations_fn=)`; otherwise `from_description(meta["network"])` rebuilds them. A
-    description that cannot be rebuilt raises `CheckpointMismatchError` naming the meta file.
+    checkpoint of another agent, or a description that cannot be rebuilt, raises
+    `CheckpointMismatchError` naming the meta file.
     """
+    written_by = meta.get("agent", "ppo")  # checkpoints of format brax_train.ppo/1 name no agent
+    if written_by != agent:
+        raise CheckpointMismatchError(f"{step_dir / 'meta'}: written by agent {written_by!r}, not {agent!r}")
     if network_factory is not None:
         return network_factory(
             networks.observation_size_from_json(meta["observation_shapes"]),

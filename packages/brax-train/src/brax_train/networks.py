@@ -7,10 +7,11 @@ Activations and initializers are recorded in checkpoints as dotted names such as
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -198,6 +199,50 @@ def records_normalizer(preprocess: Any, notes: list[str]) -> bool:
     return False
 
 
+def factory(network_factory: Callable[..., Any] | Mapping[str, Any], default: Callable[..., Any]) -> Any:
+    """A config's `network_factory`: a callable as given, or a mapping of keywords bound to `default`
+    (JSON lists as tuples)."""
+    if isinstance(network_factory, Mapping):
+        kw = {k: tuple(v) if isinstance(v, list) else v for k, v in network_factory.items()}
+        return functools.partial(default, **kw)
+    return network_factory
+
+
+def describe(
+    factory: str,
+    observation_size: Any,
+    action_size: int,
+    kwargs: dict[str, Any],
+    normalize: bool,
+    notes: list[str],
+) -> dict[str, Any]:
+    """A network description as checkpoints store it: `factory`'s importable name and JSON keywords."""
+    sizes = {"observation_size": observation_size_to_json(observation_size), "action_size": int(action_size)}
+    return {
+        "factory": factory,
+        "kwargs": {**sizes, **kwargs},
+        "normalize_observations": normalize,
+        "recordable": not notes,
+        "notes": notes,
+    }
+
+
+_Pair = TypeVar("_Pair", bound=tuple[Any, ...])
+
+
+def pair_params(params: Any, cls: type[_Pair], agent: str) -> _Pair:
+    """`params` as `cls`, a `(normalizer, policy)` NamedTuple (a Brax-style pair converts), else TypeError."""
+    expected = (
+        f"{cls.__name__}(normalizer: running_statistics.RunningStatisticsState, policy: params) or a "
+        f"Brax-style (normalizer, policy) tuple, as returned by {agent}.train or given to policy_params_fn"
+    )
+    if not isinstance(params, tuple) or len(params) != 2:
+        raise TypeError(f"make_policy expects {expected}; got {type(params).__name__}")
+    if not isinstance(params[0], running_statistics.RunningStatisticsState):
+        raise TypeError(f"make_policy expects {expected}; got normalizer of type {type(params[0]).__name__}")
+    return params if isinstance(params, cls) else cls(*params)  # type: ignore[call-arg]
+
+
 def description_kwargs(
     description: Mapping[str, Any], callables: Sequence[str] = (), sequences: Sequence[str] = ()
 ) -> dict[str, Any]:
@@ -225,10 +270,10 @@ def description_kwargs(
     return kw
 
 
-def _preprocess(
+def select_observation(
     obs: Any, normalizer_params: Any, obs_key: str, preprocess_observations_fn: PreprocessObservationFn
 ) -> jax.Array:
-    """Pick `obs[obs_key]` from dict observations (with its statistics) and preprocess it."""
+    """The preprocessed observation a network reads: `obs[obs_key]` (with its statistics) for dict ones."""
     if isinstance(obs, Mapping):
         x = obs[obs_key]
         if isinstance(normalizer_params, running_statistics.RunningStatisticsState) and isinstance(
@@ -266,7 +311,7 @@ def make_mlp_network(
         return module.init(key, jnp.zeros((1, feature_size), jnp.float32))
 
     def apply(normalizer_params: Any, params: Any, obs: Any) -> jax.Array:
-        x = _preprocess(obs, normalizer_params, obs_key, preprocess_observations_fn)
+        x = select_observation(obs, normalizer_params, obs_key, preprocess_observations_fn)
         out = module.apply(params, x)
         assert isinstance(out, jax.Array)
         return jnp.squeeze(out, axis=-1) if squeeze_output else out
@@ -281,16 +326,20 @@ __all__ = [
     "Initializer",
     "PreprocessObservationFn",
     "callable_name",
+    "describe",
     "description_kwargs",
+    "factory",
     "identity_observation_preprocessor",
     "make_mlp_network",
     "observation_feature_size",
     "observation_shapes",
     "observation_size_from_json",
     "observation_size_to_json",
+    "pair_params",
     "preprocessor",
     "record_callable",
     "record_value",
     "records_normalizer",
     "resolve_name",
+    "select_observation",
 ]

@@ -57,16 +57,7 @@ def make_policy_network(
 
     notes: list[str] = []
     normalize = networks.records_normalizer(preprocess_observations_fn, notes)
-    description = {
-        "factory": _FACTORY_NAME,
-        "kwargs": {
-            "observation_size": networks.observation_size_to_json(observation_size),
-            "action_size": action_size,
-        },
-        "normalize_observations": normalize,
-        "recordable": not notes,
-        "notes": notes,
-    }
+    description = networks.describe(_FACTORY_NAME, observation_size, action_size, {}, normalize, notes)
     return ARSNetwork(init=init, apply=apply, description=description)
 
 
@@ -91,17 +82,13 @@ def make_inference_fn(net: networks.FeedForwardNetwork) -> MakePolicy:
 
     def make_policy(params: ARSParams, deterministic: bool = False) -> Policy:
         del deterministic  # the policy is deterministic either way
-        if not isinstance(params, ARSParams):
-            raise TypeError(
-                f"make_policy expects ARSParams(normalizer, policy); got {type(params).__name__} "
-                "(for a Brax-style (normalizer, policy) tuple use ARSParams(*params))"
-            )
+        p = networks.pair_params(params, ARSParams, "ars")
 
         def policy(obs: Observation, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
             del key
             if isinstance(obs, Mapping):
                 raise TypeError("the ARS policy takes array observations, got a dict")
-            return actions(net, params.normalizer, params.policy, obs), {}
+            return actions(net, p.normalizer, p.policy, obs), {}
 
         return policy
 

@@ -22,7 +22,9 @@ def policy_from_checkpoint(
     Give `network_factory` (called like the trainer calls it: `fn(observation_size, action_size,
     preprocess_observations_fn=)`) when the checkpoint notes that its network cannot be rebuilt.
     """
-    net = checkpoint.rebuild_networks(step_dir, meta, network_factory, ars_networks.network_from_description)
+    net = checkpoint.rebuild_networks(
+        step_dir, meta, network_factory, ars_networks.network_from_description, "ars"
+    )
     target = ars_networks.ARSParams(
         normalizer=checkpoint.normalizer_target(meta), policy=net.init(jax.random.PRNGKey(0))
     )

@@ -73,61 +73,25 @@ def make_bc_networks(
         preprocess_observations_fn=preprocess_observations_fn,
     )
     notes: list[str] = []
-    activation_name = networks.callable_name(activation)
-    if activation_name is None:
-        notes.append(f"activation={activation!r} has no importable name; pass network_factory=")
-    normalize = preprocess_observations_fn is running_statistics.normalize
-    if not normalize and preprocess_observations_fn is not networks.identity_observation_preprocessor:
-        notes.append(
-            f"preprocess_observations_fn={preprocess_observations_fn!r} is neither "
-            "running_statistics.normalize nor the identity; pass network_factory="
-        )
-    description = {
-        "factory": _FACTORY_NAME,
-        "kwargs": {
-            "observation_size": networks.observation_size_to_json(observation_size),
-            "action_size": action_size,
-            "policy_hidden_layer_sizes": [int(s) for s in policy_hidden_layer_sizes],
-            "activation": activation_name,
-            "policy_obs_key": policy_obs_key,
-        },
-        "normalize_observations": normalize,
-        "recordable": not notes,
-        "notes": notes,
+    kwargs = {
+        "policy_hidden_layer_sizes": [int(n) for n in policy_hidden_layer_sizes],
+        "activation": networks.record_callable(activation, "activation", notes),
+        "policy_obs_key": policy_obs_key,
     }
+    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
+    description = networks.describe(_FACTORY_NAME, observation_size, action_size, kwargs, normalize, notes)
     return BCNetworks(policy_network, dist, description)
 
 
 def networks_from_description(description: Mapping[str, Any]) -> BCNetworks:
     """Rebuild `BCNetworks` from a `BCNetworks.description` (as stored in checkpoints)."""
-    if not description.get("recordable", False):
-        notes = "; ".join(description.get("notes", [])) or "no network description was recorded"
-        raise ValueError(f"the networks cannot be rebuilt from their description: {notes}")
-    kw = dict(description["kwargs"])
-    obs = kw.pop("observation_size")
-    action_size = int(kw.pop("action_size"))
-    obs_size = obs if isinstance(obs, int) else networks.observation_shapes(obs)
-    kw["activation"] = networks.resolve_name(kw["activation"])
-    kw["policy_hidden_layer_sizes"] = tuple(kw["policy_hidden_layer_sizes"])
-    pre = (
-        running_statistics.normalize
-        if description.get("normalize_observations")
-        else networks.identity_observation_preprocessor
-    )
-    return make_bc_networks(obs_size, action_size, pre, **kw)
+    kw = networks.description_kwargs(description, ("activation",), ("policy_hidden_layer_sizes",))
+    return make_bc_networks(**kw)
 
 
 def check_params(params: Any) -> BCParams:
     """`params` if it is a `BCParams` (a Brax-style pair is converted); otherwise a TypeError."""
-    if isinstance(params, BCParams):
-        return params
-    pair = isinstance(params, tuple) and len(params) == 2
-    if pair and isinstance(params[0], running_statistics.RunningStatisticsState):
-        return BCParams(*params)
-    raise TypeError(
-        "make_policy expects BCParams(normalizer: running_statistics.RunningStatisticsState, "
-        f"policy: flax params), as returned by bc.train; got {type(params).__name__}"
-    )
+    return networks.pair_params(params, BCParams, "bc")
 
 
 MakePolicy = Callable[..., Policy]

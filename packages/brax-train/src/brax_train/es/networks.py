@@ -62,20 +62,12 @@ def make_es_networks(
         preprocess_observations_fn=preprocess_observations_fn,
     )
     notes: list[str] = []
-    activation_name = networks.record_callable(activation, "activation", notes)
-    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
-    description = {
-        "factory": _FACTORY_NAME,
-        "kwargs": {
-            "observation_size": networks.observation_size_to_json(observation_size),
-            "action_size": action_size,
-            "hidden_layer_sizes": [int(s) for s in hidden_layer_sizes],
-            "activation": activation_name,
-        },
-        "normalize_observations": normalize,
-        "recordable": not notes,
-        "notes": notes,
+    kwargs = {
+        "hidden_layer_sizes": [int(n) for n in hidden_layer_sizes],
+        "activation": networks.record_callable(activation, "activation", notes),
     }
+    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
+    description = networks.describe(_FACTORY_NAME, observation_size, action_size, kwargs, normalize, notes)
     return ESNetworks(policy_network=policy_network, description=description)
 
 
@@ -99,15 +91,11 @@ def make_inference_fn(net: ESNetworks) -> MakePolicy:
 
     def make_policy(params: ESParams, deterministic: bool = False) -> Policy:
         del deterministic  # the policy is deterministic either way
-        if not isinstance(params, ESParams):
-            raise TypeError(
-                f"make_policy expects ESParams(normalizer, policy); got {type(params).__name__} "
-                "(for a Brax-style (normalizer, policy) tuple use ESParams(*params))"
-            )
+        p = networks.pair_params(params, ESParams, "es")
 
         def policy(obs: Observation, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
             del key
-            return actions(net, params.normalizer, params.policy, obs), {}
+            return actions(net, p.normalizer, p.policy, obs), {}
 
         return policy
 

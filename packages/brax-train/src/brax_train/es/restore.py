@@ -22,7 +22,9 @@ def policy_from_checkpoint(
     Give `network_factory` (called like the trainer calls it: `fn(observation_size, action_size,
     preprocess_observations_fn=)`) when the checkpoint notes that its network cannot be rebuilt.
     """
-    net = checkpoint.rebuild_networks(step_dir, meta, network_factory, es_networks.networks_from_description)
+    net = checkpoint.rebuild_networks(
+        step_dir, meta, network_factory, es_networks.networks_from_description, "es"
+    )
     target = es_networks.ESParams(
         normalizer=checkpoint.normalizer_target(meta), policy=net.policy_network.init(jax.random.PRNGKey(0))
     )

@@ -156,8 +156,10 @@ def test_policy_params_fn_and_params(runs: dict[str, Any]) -> None:
     assert params.normalizer.count.to_int() > 0  # statistics come from the rollouts' observations
     action, extras = make_policy(params)(jnp.zeros((3, 2)), jax.random.PRNGKey(0))
     assert action.shape == (3, 1) and extras == {} and bool(jnp.all(jnp.abs(action) <= 1.0))
-    with pytest.raises(TypeError, match=r"ESParams\(\*params\)"):
-        make_policy(tuple(params))
+    pair, _ = make_policy(tuple(params))(jnp.zeros((3, 2)), jax.random.PRNGKey(0))  # a Brax-style pair
+    assert bool(jnp.all(pair == action))
+    with pytest.raises(TypeError, match="expects ESParams"):
+        make_policy(params.policy)
 
 
 def test_resume_is_bit_exact(runs: dict[str, Any]) -> None:

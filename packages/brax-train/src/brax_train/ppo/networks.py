@@ -111,8 +111,6 @@ def make_ppo_networks(
     notes: list[str] = []
     normalize = networks.records_normalizer(preprocess_observations_fn, notes)
     kwargs = {
-        "observation_size": networks.observation_size_to_json(observation_size),
-        "action_size": action_size,
         "policy_hidden_layer_sizes": [int(s) for s in policy_hidden_layer_sizes],
         "value_hidden_layer_sizes": [int(s) for s in value_hidden_layer_sizes],
         "activation": networks.record_callable(activation, "activation", notes),
@@ -135,13 +133,7 @@ def make_ppo_networks(
         "layer_norm": bool(layer_norm),
         "min_std": float(min_std),
     }
-    description = {
-        "factory": _FACTORY_NAME,
-        "kwargs": kwargs,
-        "normalize_observations": normalize,
-        "recordable": not notes,
-        "notes": notes,
-    }
+    description = networks.describe(_FACTORY_NAME, observation_size, action_size, kwargs, normalize, notes)
     return PPONetworks(
         policy_network=policy_network,
         value_network=value_network,

@@ -22,7 +22,9 @@ def policy_from_checkpoint(
     Give `network_factory` (called like the trainer calls it: `fn(observation_size, action_size,
     preprocess_observations_fn=)`) when the checkpoint notes that its networks cannot be rebuilt.
     """
-    net = checkpoint.rebuild_networks(step_dir, meta, network_factory, ppo_networks.networks_from_description)
+    net = checkpoint.rebuild_networks(
+        step_dir, meta, network_factory, ppo_networks.networks_from_description, "ppo"
+    )
     key_policy, key_value = jax.random.split(jax.random.PRNGKey(0))
     target = ppo_networks.PPOParams(
         normalizer=checkpoint.normalizer_target(meta),

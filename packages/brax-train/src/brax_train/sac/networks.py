@@ -89,22 +89,6 @@ class _QModule(linen.Module):
         return q[..., 0, :]
 
 
-def _select_obs(
-    obs: Any, normalizer_params: Any, obs_key: str, preprocess: networks.PreprocessObservationFn
-) -> jax.Array:
-    """The (preprocessed) observation entry a network reads: `obs[obs_key]` for dict observations."""
-    if isinstance(obs, Mapping):
-        x = obs[obs_key]
-        if isinstance(normalizer_params, running_statistics.RunningStatisticsState) and isinstance(
-            normalizer_params.mean, Mapping
-        ):
-            normalizer_params = running_statistics.select(normalizer_params, obs_key)
-    else:
-        x = obs
-    out: jax.Array = preprocess(x, normalizer_params)
-    return out
-
-
 def make_q_network(
     observation_size: Any,
     action_size: int,
@@ -135,7 +119,7 @@ def make_q_network(
         )
 
     def apply(normalizer_params: Any, params: Any, obs: Any, action: jax.Array) -> jax.Array:
-        x = _select_obs(obs, normalizer_params, obs_key, preprocess_observations_fn)
+        x = networks.select_observation(obs, normalizer_params, obs_key, preprocess_observations_fn)
         out = module.apply(params, x, action)
         assert isinstance(out, jax.Array)
         return out
@@ -201,8 +185,6 @@ def make_sac_networks(
     notes: list[str] = []
     normalize = networks.records_normalizer(preprocess_observations_fn, notes)
     kwargs = {
-        "observation_size": networks.observation_size_to_json(observation_size),
-        "action_size": action_size,
         "hidden_layer_sizes": [int(s) for s in hidden_layer_sizes],
         "activation": networks.record_callable(activation, "activation", notes),
         "policy_network_layer_norm": bool(policy_network_layer_norm),
@@ -221,13 +203,7 @@ def make_sac_networks(
         "policy_obs_key": policy_obs_key,
         "q_obs_key": q_obs_key,
     }
-    description = {
-        "factory": _FACTORY_NAME,
-        "kwargs": kwargs,
-        "normalize_observations": normalize,
-        "recordable": not notes,
-        "notes": notes,
-    }
+    description = networks.describe(_FACTORY_NAME, observation_size, action_size, kwargs, normalize, notes)
     return SACNetworks(
         policy_network=policy_network,
         q_network=q_network,
@@ -242,19 +218,9 @@ def networks_from_description(description: Mapping[str, Any]) -> SACNetworks:
     return make_sac_networks(**networks.description_kwargs(description, callables, ("hidden_layer_sizes",)))
 
 
-_EXPECTED = (
-    "SACParams(normalizer: running_statistics.RunningStatisticsState, policy: flax params) or a "
-    "Brax-style (normalizer, policy) tuple, as returned by sac.train or given to policy_params_fn"
-)
-
-
 def check_params(params: Any) -> SACParams:
     """`params` as `SACParams` (a Brax-style 2-tuple is accepted); otherwise a TypeError."""
-    if not isinstance(params, tuple) or len(params) != 2:
-        raise TypeError(f"make_policy expects {_EXPECTED}; got {type(params).__name__}")
-    if not isinstance(params[0], running_statistics.RunningStatisticsState):
-        raise TypeError(f"make_policy expects {_EXPECTED}; got normalizer of type {type(params[0]).__name__}")
-    return params if isinstance(params, SACParams) else SACParams(*params)
+    return networks.pair_params(params, SACParams, "sac")
 
 
 MakePolicy = Callable[..., Policy]
