@@ -208,6 +208,26 @@ def factory(network_factory: Callable[..., Any] | Mapping[str, Any], default: Ca
     return network_factory
 
 
+def tanh_gaussian_policy(
+    dist: Any, policy_network: FeedForwardNetwork, check_params: Callable[[Any], Any]
+) -> Callable[..., Any]:
+    """`make_policy(params, deterministic=False)` for a tanh-squashed Gaussian policy (SAC's, APG's):
+    samples `dist.sample(logits, key)`, deterministic `dist.mode(logits)`, empty extras."""
+
+    def make_policy(params: Any, deterministic: bool = False) -> Callable[..., Any]:
+        p = check_params(params)
+
+        def policy(obs: Any, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
+            logits = policy_network.apply(p.normalizer, p.policy, obs)
+            if deterministic:
+                return dist.mode(logits), {}
+            return dist.sample(logits, key), {}
+
+        return policy
+
+    return make_policy
+
+
 def describe(
     factory: str,
     observation_size: Any,
@@ -342,4 +362,5 @@ __all__ = [
     "records_normalizer",
     "resolve_name",
     "select_observation",
+    "tanh_gaussian_policy",
 ]

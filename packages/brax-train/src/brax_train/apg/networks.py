@@ -17,7 +17,7 @@ import jax
 
 from brax_train import networks, running_statistics
 from brax_train.distribution import NormalTanhDistribution
-from brax_train.types import Observation, Policy, PRNGKey
+from brax_train.types import Policy
 
 _FACTORY_NAME = "brax_train.apg.networks.make_apg_networks"
 _KERNEL_SCALE = 0.01  # Brax's orthogonal(0.01): near-zero initial actions, so early rollouts stay calm
@@ -109,21 +109,9 @@ def make_inference_fn(apg_networks: APGNetworks) -> MakePolicy:
     Stochastic policies return `tanh(loc + scale * noise)` (differentiable in the parameters),
     deterministic ones `tanh(loc)`; extras are empty (as Brax's APG).
     """
-    dist = apg_networks.parametric_action_distribution
-    policy_network = apg_networks.policy_network
-
-    def make_policy(params: APGParams, deterministic: bool = False) -> Policy:
-        p = check_params(params)
-
-        def policy(obs: Observation, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
-            logits = policy_network.apply(p.normalizer, p.policy, obs)
-            if deterministic:
-                return dist.mode(logits), {}
-            return dist.sample(logits, key), {}
-
-        return policy
-
-    return make_policy
+    return networks.tanh_gaussian_policy(
+        apg_networks.parametric_action_distribution, apg_networks.policy_network, check_params
+    )
 
 
 __all__ = [

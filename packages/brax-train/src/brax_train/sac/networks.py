@@ -17,7 +17,7 @@ from flax import linen
 
 from brax_train import networks, running_statistics
 from brax_train.distribution import NormalTanhDistribution
-from brax_train.types import Observation, Policy, PRNGKey
+from brax_train.types import Policy, PRNGKey
 
 _FACTORY_NAME = "brax_train.sac.networks.make_sac_networks"
 
@@ -233,21 +233,9 @@ def make_inference_fn(sac_networks: SACNetworks) -> MakePolicy:
     Stochastic policies return `tanh(u)` with `u` drawn from the Gaussian; deterministic ones
     `tanh(loc)`. Actions lie in [-1, 1].
     """
-    dist = sac_networks.parametric_action_distribution
-    policy_network = sac_networks.policy_network
-
-    def make_policy(params: Any, deterministic: bool = False) -> Policy:
-        p = check_params(params)
-
-        def policy(obs: Observation, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
-            logits = policy_network.apply(p.normalizer, p.policy, obs)
-            if deterministic:
-                return dist.mode(logits), {}
-            return dist.sample(logits, key), {}
-
-        return policy
-
-    return make_policy
+    return networks.tanh_gaussian_policy(
+        sac_networks.parametric_action_distribution, sac_networks.policy_network, check_params
+    )
 
 
 __all__ = [
