@@ -167,13 +167,25 @@ def restore_item(step_dir: pathlib.Path, name: str, target: Any) -> Any:
 
 
 class Saver:
-    """Writes checkpoint steps into a run directory (orbax `CheckpointManager`, synchronous)."""
+    """Writes checkpoint steps into a run directory (orbax `CheckpointManager`, synchronous).
+
+    The calling process writes alone: in a multi-process run only one process (the primary) makes a
+    `Saver` and passes it host (numpy) arrays of the global values.
+    """
 
     def __init__(self, directory: str | os.PathLike[str], max_to_keep: int | None = None) -> None:
         """Save into `directory`, keeping at most `max_to_keep` steps (None keeps all)."""
         self.directory = pathlib.Path(directory).absolute()
+        alone = {jax.process_index()}
+        if jax.process_count() > 1:  # orbax would otherwise wait for every process at its barriers
+            self.directory.mkdir(parents=True, exist_ok=True)  # orbax cannot create it for a subset
         options = ocp.CheckpointManagerOptions(
-            max_to_keep=max_to_keep, enable_async_checkpointing=False, create=True
+            max_to_keep=max_to_keep,
+            enable_async_checkpointing=False,
+            create=jax.process_count() == 1,
+            multiprocessing_options=ocp.options.MultiprocessingOptions(
+                primary_host=jax.process_index(), active_processes=alone if jax.process_count() > 1 else None
+            ),
         )
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 

@@ -20,6 +20,7 @@ import functools
 import logging
 import math
 import os
+import pathlib
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -31,7 +32,7 @@ import numpy as np
 from brax_envs import wrappers
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from brax_train import acting, checkpoint, networks
+from brax_train import acting, checkpoint, distributed, networks
 from brax_train.types import Metrics, PRNGKey, UInt64
 
 logger = logging.getLogger("brax_train.runner")
@@ -210,8 +211,17 @@ def local_devices(c: Any) -> list[jax.Device]:
     return local[: min(len(local), c.max_devices_per_host or len(local))]
 
 
+def mesh_devices(c: Any) -> list[jax.Device]:
+    """Every process's devices a run uses, process by process (`max_devices_per_host` caps each)."""
+    by_process: dict[int, list[jax.Device]] = {}
+    for d in jax.devices():
+        by_process.setdefault(d.process_index, []).append(d)
+    cap = c.max_devices_per_host
+    return [d for p in sorted(by_process) for d in by_process[p][: cap or len(by_process[p])]]
+
+
 class _Keys(NamedTuple):
-    agent: PRNGKey  # same on every process: parameters start equal
+    agent: PRNGKey
     train: PRNGKey
     env: PRNGKey
     eval: PRNGKey
@@ -219,9 +229,11 @@ class _Keys(NamedTuple):
 
 
 def _keys(seed: int) -> _Keys:
-    global_key, local_key = jax.random.split(jax.random.PRNGKey(seed))
-    local_key = jax.random.fold_in(local_key, jax.process_index())
-    train_key, key_env, eval_key, reset_key = jax.random.split(local_key, 4)
+    # The same on every process: the batch is one global array over all processes' devices, so
+    # 2 processes x 2 devices draw what 1 process x 4 devices draws. (Folding in 0 keeps the key
+    # stream of the first release, which folded in the process index.)
+    global_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
+    train_key, key_env, eval_key, reset_key = jax.random.split(jax.random.fold_in(run_key, 0), 4)
     return _Keys(global_key, train_key, key_env, eval_key, reset_key)
 
 
@@ -255,7 +267,7 @@ class _Run:
 
 
 def _setup(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> _Run:
-    devices = local_devices(c)
+    devices = mesh_devices(c)
     mesh = Mesh(np.array(devices), (AXIS,))
     keys = _keys(c.seed)
     key_rand, key_reset0 = jax.random.split(keys.env)
@@ -336,7 +348,8 @@ def _chunk_fn(run: _Run) -> Callable[..., tuple[Any, brax_envs.State, dict[str, 
         (s, env_state), metrics = jax.lax.scan(body, (s, env_state), jnp.arange(length, dtype=jnp.uint32))
         s = constrain(s, jax.tree.map(lambda _: repl, s))
         env_state = constrain(env_state, env_shardings)
-        return s, env_state, metrics
+        # replicated, so that every process can read them (another process's shard cannot be)
+        return s, env_state, constrain(metrics, jax.tree.map(lambda _: repl, metrics))
 
     donate = (0, 1) if run.devices[0].platform != "cpu" else ()
     return jax.jit(chunk, static_argnames=("length",), donate_argnums=donate)
@@ -344,7 +357,7 @@ def _chunk_fn(run: _Run) -> Callable[..., tuple[Any, brax_envs.State, dict[str, 
 
 def _evaluator(run: _Run, environment: brax_envs.Env) -> acting.Evaluator | None:
     c = run.c
-    if not (c.num_evals > 0 and c.run_evals):
+    if not (c.num_evals > 0 and c.run_evals and distributed.is_primary()):
         return None
     # Evaluation measures each eval env's first episode only (`EvalWrapper`), so re-drawing at
     # auto-resets would never be seen there: it keeps the once-per-run draw of `num_eval_envs` systems.
@@ -360,15 +373,29 @@ def _evaluator(run: _Run, environment: brax_envs.Env) -> acting.Evaluator | None
     )
 
 
+def _local_copy(x: Any) -> Any:
+    """A replicated array of a multi-process mesh as this process's copy on one local device."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        if not x.is_fully_replicated:
+            raise ValueError(f"an array of shape {x.shape} sharded across processes has no local copy")
+        return x.addressable_data(0)
+    return x
+
+
 class _Host:
-    """Evaluation, reporting and checkpointing of one run (host side, no tracing)."""
+    """Evaluation, reporting and checkpointing of one run (host side, no tracing).
+
+    In a multi-process run only the primary process evaluates, reports, calls `policy_params_fn` and
+    writes checkpoints; every process takes part in gathering the state a checkpoint holds.
+    """
 
     def __init__(self, run: _Run, environment: brax_envs.Env) -> None:
         self.run = run
+        self.primary = distributed.is_primary()
         self.evaluator = _evaluator(run, environment)
         c = run.c
         self.saver = None
-        if c.save_checkpoint_path is not None:
+        if c.save_checkpoint_path is not None and self.primary:
             self.saver = checkpoint.Saver(c.save_checkpoint_path, max_to_keep=c.checkpoint_max_to_keep)
         shapes = networks.observation_size_to_json(networks.observation_shapes(run.observation_size))
         self.meta = {
@@ -380,31 +407,40 @@ class _Host:
         }
 
     def save(self, at_step: int) -> None:
-        """Write a checkpoint of the current state at env step `at_step`."""
+        """Write a checkpoint of the current state at env step `at_step` (a collective when multi-process)."""
         run = self.run
-        if self.saver is None:
+        if run.c.save_checkpoint_path is None:
             return
         meta = {**self.meta, "step": at_step, "training_step": at_step // run.agent.env_steps_per_update}
+        params = run.params()
         train_state = {"agent_state": run.state, "train_key": run.train_key, "env_state": run.env_state}
-        run.last_checkpoint = os.fspath(self.saver.save(at_step, run.params(), train_state, meta))
+        if jax.process_count() > 1:  # the environment state is sharded across processes: gather it
+            params, train_state = distributed.to_host((params, train_state))
+        if self.saver is not None:
+            run.last_checkpoint = os.fspath(self.saver.save(at_step, params, train_state, meta))
+        distributed.barrier(f"brax_train.runner.save.{at_step}")
+        if self.saver is None:
+            directory = pathlib.Path(run.c.save_checkpoint_path).absolute()
+            run.last_checkpoint = os.fspath(directory / str(at_step))
 
     def evaluate(self, at_step: int, training_metrics: dict[str, float]) -> dict[str, float]:
         """Evaluation metrics at `at_step` merged with `training_metrics`."""
         if self.evaluator is None:
             return dict(training_metrics)
         key = key_at(jax.random.fold_in(self.run.keys.eval, 2), UInt64.from_int(at_step))
-        params = jax.device_put(self.run.params(), self.run.devices[0])
+        local = next(d for d in self.run.devices if d.process_index == jax.process_index())
+        params = jax.device_put(jax.tree.map(_local_copy, self.run.params()), local)
         return self.evaluator.run_evaluation(params, training_metrics, key)
 
     def report(self, at_step: int, metrics: Metrics) -> None:
         """Log and pass to `progress_fn`."""
         logger.info("step %d: %s", at_step, metrics)
-        if self.run.c.progress_fn is not None:
+        if self.run.c.progress_fn is not None and self.primary:
             self.run.c.progress_fn(at_step, metrics)
 
     def policy_params(self, at_step: int) -> None:
         """Call `policy_params_fn(step, make_policy, params)` if given."""
-        if self.run.c.policy_params_fn is not None:
+        if self.run.c.policy_params_fn is not None and self.primary:
             self.run.c.policy_params_fn(at_step, self.run.agent.make_policy, self.run.params())
 
     def close(self) -> None:
@@ -523,14 +559,35 @@ def run(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> TrainResul
         r.state = jax.device_put(r.state, NamedSharding(r.mesh, P()))
         r.train_key = jax.device_put(r.train_key, NamedSharding(r.mesh, P()))
         if c.num_timesteps == 0:
-            return TrainResult(r.agent.make_policy, r.params(), {})
+            return TrainResult(r.agent.make_policy, jax.tree.map(_local_copy, r.params()), {})
+        distributed.watch_peers(lambda: r.last_checkpoint)
         host = _Host(r, environment)
         try:
             metrics = _loop(r, host)
+            distributed.barrier("brax_train.runner.end")
+        except jax.errors.JaxRuntimeError:
+            distributed.settle()  # a failed collective: let the watchdog name a lost peer first
+            raise
         finally:
             host.close()
+            distributed.unwatch_peers()
     logger.info("trained to env step %d in %.1f s", r.step, time.perf_counter() - t_start)
-    return TrainResult(r.agent.make_policy, r.params(), metrics)
+    return TrainResult(r.agent.make_policy, jax.tree.map(_local_copy, r.params()), metrics)
+
+
+def log_devices(c: Any, name: str) -> None:
+    """Log the devices and processes a run of agent `name` uses."""
+    devices = local_devices(c)
+    logger.info(
+        "brax_train.%s: matmul precision %r; %d of %d local devices (%s); %d process(es), %d devices in all",
+        name,
+        c.matmul_precision,
+        len(devices),
+        jax.local_device_count(),
+        ", ".join(str(d) for d in devices),
+        jax.process_count(),
+        len(mesh_devices(c)),
+    )
 
 
 def train(
@@ -547,17 +604,8 @@ def train(
     """
     if not isinstance(environment, brax_envs.Env):
         raise TypeError(f"environment must be a brax_envs.Env, got {type(environment).__name__}")
-    devices = local_devices(c)
-    validate(c, len(devices))
-    logger.info(
-        "brax_train.%s: matmul precision %r; %d of %d local devices (%s), %d process(es)",
-        name,
-        c.matmul_precision,
-        len(devices),
-        jax.local_device_count(),
-        ", ".join(str(d) for d in devices),
-        jax.process_count(),
-    )
+    validate(c, len(mesh_devices(c)))
+    log_devices(c, name)
     return run(environment, c, functools.partial(make_agent, c))
 
 
@@ -574,6 +622,8 @@ __all__ = [
     "final_step",
     "key_at",
     "local_devices",
+    "log_devices",
+    "mesh_devices",
     "run",
     "train",
     "wrap_env",

@@ -234,15 +234,10 @@ def train(environment: brax_envs.Env, config: APGConfig | None = None, **kwargs:
     c = merge(config, kwargs)
     if not isinstance(environment, brax_envs.Env):
         raise TypeError(f"environment must be a brax_envs.Env, got {type(environment).__name__}")
-    devices = runner.local_devices(c)
-    validate(c, len(devices))
+    validate(c, len(runner.mesh_devices(c)))
     c = resolve(c)
-    logger.info(
-        "brax_train.apg: %d env steps per update; %d of %d local devices",
-        env_steps_per_update(c),
-        len(devices),
-        jax.local_device_count(),
-    )
+    logger.info("brax_train.apg: %d env steps per update", env_steps_per_update(c))
+    runner.log_devices(c, "apg")
     return runner.run(environment, c, functools.partial(_make_agent, c))
 
 

@@ -309,17 +309,16 @@ def train(
     environment = environment if environment is not None else env
     if not isinstance(environment, brax_envs.Env):
         raise TypeError(f"environment must be a brax_envs.Env, got {type(environment).__name__}")
-    devices = runner.local_devices(c)
-    validate(c, len(devices))
+    validate(c, len(runner.mesh_devices(c)))
     c = resolve(c)
     teacher_fn, teacher_ckpt = _load_teacher(c)
     logger.info(
-        "brax_train.bc: %d env steps per DAgger step, %d minibatches x %d epochs; %d device(s)",
+        "brax_train.bc: %d env steps per DAgger step, %d minibatches x %d epochs",
         env_steps_per_update(c),
         num_minibatches(c),
         c.epochs,
-        len(devices),
     )
+    runner.log_devices(c, "bc")
     make_agent = functools.partial(_make_agent, c, teacher_fn, teacher_ckpt)
     return runner.run(environment, c, make_agent)
 

@@ -20,6 +20,7 @@ from brax_envs import wrappers
 from brax_io import html, image
 
 from brax_train import _versions, acting, agents, checkpoint, config, export, presets, reporting, runner
+from brax_train import distributed as dist
 from brax_train.cli import _settings
 from brax_train.cli._doctor import cmd_doctor
 from brax_train.cli._errors import CommandError, UsageError, one_line
@@ -48,8 +49,22 @@ def make_env(spec: RunSpec, where: str = "--set") -> brax_envs.Env:
         raise UsageError(f"{keys}: {rejects}{one_line(str(e))}") from None
 
 
+def _join(args: Train | Resume) -> bool:
+    """Join the multi-process run the flags (or the cluster) describe; whether this is the primary."""
+    if args.distributed or (args.coordinator_address, args.num_processes, args.process_id) != (None,) * 3:
+        try:
+            dist.initialize(args.coordinator_address, args.num_processes, args.process_id)
+        except (ValueError, RuntimeError) as e:
+            flags = "--coordinator-address/--num-processes/--process-id"
+            raise UsageError(f"{flags}: {one_line(str(e))}") from None
+    return dist.is_primary()
+
+
 def cmd_train(args: Train) -> int:
     """`brax-train train`: resolve settings, create the run directory and train."""
+    primary = _join(args)
+    if jax.process_count() > 1 and args.run_dir is None:
+        raise UsageError("--run-dir is required in a multi-process run (every process names the same one)")
     spec, c = _settings.resolve(args)
     env = make_env(spec)
     now = datetime.datetime.now().astimezone()
@@ -59,28 +74,32 @@ def cmd_train(args: Train) -> int:
             f"--run-dir: {str(run.path)!r} already exists and is not empty; continue it with "
             f"`brax-train resume {run.path}` or choose a new directory"
         )
+    dist.barrier("brax_train.cli.checked")  # every process saw it empty before process 0 writes
     info = {"created": now.isoformat(timespec="seconds"), "argv": ["train", *args.argv]}
-    run.write_config(spec, {**info, "versions": _versions.package_versions()})
+    if primary:
+        run.write_config(spec, {**info, "versions": _versions.package_versions()})
     _err(f"brax-train: training {spec.env} with {spec.agent} for {c.num_timesteps:,} steps into {run.path}")
     return _train(run, spec, c, env, None, 0, replay=not args.no_replay)
 
 
 def cmd_resume(args: Resume) -> int:
     """`brax-train resume DIR`: continue from the latest complete checkpoint to num_timesteps."""
+    primary = _join(args)
     run = RunDir(args.run_dir)
     spec, data = run.read_config()
     if args.num_timesteps is not None:
         spec = dataclasses.replace(spec, settings={**spec.settings, "num_timesteps": args.num_timesteps})
     env = make_env(spec, where=str(run.config))
     c = _settings.agent_config(spec, where=str(run.config))
-    if args.num_timesteps is not None:
+    if args.num_timesteps is not None and primary:
         run.write_config(spec, {k: v for k, v in data.items() if k not in spec.to_json()})
-    for d in sorted(run.checkpoints.iterdir()) if run.checkpoints.is_dir() else []:
+    for d in sorted(run.checkpoints.iterdir()) if run.checkpoints.is_dir() and primary else []:
         # Steps without a manifest, and orbax's temporary directories, are saves a kill interrupted:
         # never restorable, and they would collide with the steps the resumed run writes.
         if d.is_dir() and ("tmp" in d.name or (d.name.isdigit() and not (d / checkpoint.MANIFEST).is_file())):
             _err(f"brax-train: removing incomplete checkpoint {d}")
             shutil.rmtree(d)
+    dist.barrier("brax_train.cli.cleaned")
     try:
         latest = checkpoint.resolve(run.checkpoints)
         step = int(checkpoint.read_meta(latest)["step"])
@@ -101,6 +120,10 @@ def _train(
     run: RunDir, spec: RunSpec, c: Any, env: Any, restore: pathlib.Path | None, start: int,
     replay: bool,
 ) -> int:
+    c = c.replace(save_checkpoint_path=str(run.checkpoints), restore_checkpoint_path=restore and str(restore))
+    if not dist.is_primary():  # process 0 alone reports and writes the run directory
+        _run_agent(spec, env, c)
+        return 0
     log = reporting.MetricsLog(run.metrics, run.tensorboard)
     log.event("resume" if restore is not None else "start", start)
     agent = agents.spec(spec.agent)
@@ -115,23 +138,14 @@ def _train(
         if reporting.EVAL_REWARD in metrics:
             reporting.write_plot(run.metrics, run.plot, f"{spec.env} reward")
 
-    c = c.replace(
-        progress_fn=progress_fn,
-        save_checkpoint_path=str(run.checkpoints),
-        restore_checkpoint_path=None if restore is None else str(restore),
-    )
     t0 = time.monotonic()
     try:
-        result = agent.train(env, c)
+        result = _run_agent(spec, env, c.replace(progress_fn=progress_fn), f"; see {run.metrics}")
         try:
             final = max(last["step"], int(checkpoint.read_meta(checkpoint.resolve(run.checkpoints))["step"]))
         except checkpoint.CheckpointError:
             final = last["step"]
         log.event("end", final, seconds=time.monotonic() - t0)
-    except config.ConfigError as e:
-        raise UsageError(one_line(str(e))) from None
-    except runner.NonFiniteError as e:
-        raise CommandError(f"{one_line(str(e))}; see {run.metrics}") from None
     except KeyboardInterrupt:
         progress.close()
         _err(f"brax-train: interrupted; continue with `brax-train resume {run.path}`")
@@ -146,6 +160,19 @@ def _train(
     next_text = f"brax-train eval {run.path}  |  brax-train render {run.path} --out replay.gif"
     print(f"run dir: {run.path}\nfinal step: {final:,}{reward_text}\nnext: {next_text}", flush=True)
     return 0
+
+
+def _run_agent(spec: RunSpec, env: Any, c: Any, see: str = "") -> runner.TrainResult:
+    """Train; the agent's errors become the CLI's."""
+    try:
+        result: runner.TrainResult = agents.spec(spec.agent).train(env, c)
+        return result
+    except config.ConfigError as e:
+        raise UsageError(one_line(str(e))) from None
+    except runner.NonFiniteError as e:
+        raise CommandError(f"{one_line(str(e))}{see}") from None
+    except dist.PeerLostError as e:
+        raise CommandError(one_line(str(e))) from None
 
 
 def _finish(run: RunDir, spec: RunSpec, env: Any, replay: bool, policy: Any = None) -> None:

@@ -155,8 +155,21 @@ class _Command:
     verbose: Annotated[conf.UseCounterAction[int], _opt(None, "log more (-v, -vv)", aliases=("-v",))] = 0
 
 
+_AUTO = "join a multi-process run the cluster describes (Slurm, Open MPI, JAX_COORDINATOR_ADDRESS, ...)"
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Train(_Command):
+class _Processes:
+    """Multi-process training on jax.distributed (see brax-train's README): one process per host."""
+
+    coordinator_address: Annotated[str | None, _opt("HOST:PORT", "process 0's address")] = None
+    num_processes: Annotated[Count | None, _opt("N", "processes in the run")] = None
+    process_id: Annotated[Index | None, _opt("I", "this process's index, 0 to N-1")] = None
+    distributed: Annotated[bool, conf.FlagCreatePairsOff, _opt(None, _AUTO)] = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Train(_Processes, _Command):
     """Train an agent: settings from the environment's preset < --config FILE < --set KEY=VALUE < flags."""
 
     agent: Annotated[str, _opt("NAME", f"training agent: {', '.join(AGENTS)}")] = "ppo"
@@ -179,7 +192,7 @@ def _train_with(config_class: Any) -> Any:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Resume(_Command):
+class Resume(_Processes, _Command):
     """Continue a run from its latest complete checkpoint to its num_timesteps."""
 
     run_dir: _RunDir

@@ -221,7 +221,7 @@ def agent_config(spec: RunSpec, where: str = "") -> Any:
         raise UsageError(f"{prefix}{key}: cannot resolve {one_line(str(e))}") from None
     try:
         c = config.merge(agent.config_class, None, kwargs, f"{spec.agent}.train")
-        agent.validate(c, len(runner.local_devices(c)))
+        agent.validate(c, len(runner.mesh_devices(c)))
     except config.ConfigError as e:
         raise UsageError(prefix + one_line(str(e))) from None
     return agent.resolve(c)

@@ -160,7 +160,7 @@ def train(environment: brax_envs.Env, config: ESConfig | None = None, **kwargs: 
     """
     c = merge(config, kwargs)
     # The user's settings are checked before num_envs is derived from the population.
-    validate(c, len(runner.local_devices(c)))
+    validate(c, len(runner.mesh_devices(c)))
     check_observations(environment, "es.train")
     return runner.train(environment, run_config(c), validate, _make_agent, "es")
 

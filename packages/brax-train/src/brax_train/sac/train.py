@@ -342,18 +342,10 @@ def train(environment: brax_envs.Env, config: SACConfig | None = None, **kwargs:
     c = merge(config, kwargs)
     if not isinstance(environment, brax_envs.Env):
         raise TypeError(f"environment must be a brax_envs.Env, got {type(environment).__name__}")
-    devices = runner.local_devices(c)
-    validate(c, len(devices))
+    validate(c, len(runner.mesh_devices(c)))
     if c.checkpoint_logdir is not None:
         c = c.replace(save_checkpoint_path=c.checkpoint_logdir)
-    logger.info(
-        "brax_train.sac: matmul precision %r; %d of %d local devices (%s), %d process(es)",
-        c.matmul_precision,
-        len(devices),
-        jax.local_device_count(),
-        ", ".join(str(d) for d in devices),
-        jax.process_count(),
-    )
+    runner.log_devices(c, "sac")
     return runner.run(environment, c, functools.partial(_make_agent, c))
 
 
