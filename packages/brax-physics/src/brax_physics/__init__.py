@@ -6,6 +6,7 @@ from brax_physics._src.collision.contact import Contact
 from brax_physics._src.loader import from_mjmodel, load_mjcf
 from brax_physics._src.options_check import OptionWarning
 from brax_physics._src.pipeline import forward_kinematics, init, step
+from brax_physics._src.sensor import sensor
 from brax_physics._src.state import State
 from brax_physics._src.system import ModelRef, Options, System
 
@@ -26,5 +27,6 @@ __all__ = [
     "from_mjmodel",
     "init",
     "load_mjcf",
+    "sensor",
     "step",
 ]

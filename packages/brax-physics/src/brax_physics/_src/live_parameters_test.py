@@ -36,6 +36,10 @@ from brax_physics._src.system import System
 #   passive, with an explicit inertial frame (anisotropic inertia, offset com).
 # - slider: a horizontal slide joint whose friction loss (1 N) holds a motor clamped by its
 #   forcerange at 0.5 N, so it creeps at a speed set by the friction-loss softness.
+# - sensors: an accelerometer and a magnetometer on a site of the forearm (offset and turned, so
+#   site_pos and site_quat matter), a touch sensor whose sphere zone on the ball holds its floor
+#   contact, and the shoulder angle clamped by a cutoff. Sensors move nothing, so the sweep compares
+#   sensordata too: the leaves only sensors read must change it.
 # Fluid density, viscosity and wind are nonzero.
 # MuJoCo's compiler flags frames that coincide (geom_sameframe, body_sameframe) and kinematics then
 # skips their pos/quat, so changes to those are ignored (in ours too: sameframe_test.py): the
@@ -57,6 +61,7 @@ MODEL = """
       <freejoint name="ball"/>
       <geom name="ball" type="sphere" size="0.06" friction="0.6 0.005 0.0001" solref="0.01 1"
             solimp="0.95 0.99 0.001 0.5 2" gap="0.03"/>
+      <site name="ball_zone" type="sphere" size="0.07"/>
     </body>
     <body name="pill" pos="2 0 0.04">
       <freejoint name="pill"/>
@@ -72,6 +77,7 @@ MODEL = """
         <joint name="elbow" type="hinge" axis="0 1 0" damping="0.1" armature="0.01"/>
         <inertial pos="0.12 0 0" quat="0.98480775 0.17364818 0 0" mass="0.5" diaginertia="0.002 0.004 0.005"/>
         <geom type="capsule" fromto="0 0 0 0.25 0 0" size="0.025" contype="0"/>
+        <site name="imu" pos="0.2 0.01 0.02" quat="0.9 0.1 0.3 0.2"/>
       </body>
     </body>
     <body name="slider" pos="4 0 0.5">
@@ -88,6 +94,12 @@ MODEL = """
     <position name="servo" joint="shoulder" kp="8" kv="0.5" ctrlrange="-0.6 0.6"/>
     <motor name="push" joint="slide" forcerange="-0.5 0.5"/>
   </actuator>
+  <sensor>
+    <accelerometer name="imu_acc" site="imu"/>
+    <magnetometer name="imu_mag" site="imu"/>
+    <touch name="ball_touch" site="ball_zone"/>
+    <jointpos name="shoulder_clamped" joint="shoulder" cutoff="0.3"/>
+  </sensor>
 </mujoco>
 """
 
@@ -126,27 +138,28 @@ def _qvel0(m: Any) -> np.ndarray:
 
 
 class Trajectory(NamedTuple):
-    """qpos and qvel at the checkpoints (float64)."""
+    """qpos, qvel and sensordata at the checkpoints (float64)."""
 
     q: np.ndarray
     qd: np.ndarray
+    sensordata: np.ndarray
 
 
 # Python code in the rolled-out function runs only while jit traces it: this counts compilations.
 traces = [0]
 
 
-def _rollout(sys: bp.System, qd0: jax.Array, ctrl: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(q, qd) at the checkpoints of a rollout from qpos0."""
+def _rollout(sys: bp.System, qd0: jax.Array, ctrl: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(q, qd, sensordata) at the checkpoints of a rollout from qpos0."""
     traces[0] += 1
 
-    def body(s: bp.State, _: None) -> tuple[bp.State, tuple[jax.Array, jax.Array]]:
+    def body(s: bp.State, _: None) -> tuple[bp.State, tuple[jax.Array, jax.Array, jax.Array]]:
         s = bp.step(sys, s, ctrl)
-        return s, (s.q, s.qd)
+        return s, (s.q, s.qd, s.sensordata)
 
-    _, (q, qd) = jax.lax.scan(body, bp.init(sys, sys.qpos0, qd0, ctrl), None, length=STEPS)
+    _, (q, qd, data) = jax.lax.scan(body, bp.init(sys, sys.qpos0, qd0, ctrl), None, length=STEPS)
     idx = np.asarray(CHECKPOINTS)
-    return q[idx], qd[idx]
+    return q[idx], qd[idx], data[idx]
 
 
 # Every perturbed System has the base treedef, so this compiles once for the whole sweep.
@@ -158,8 +171,8 @@ Rollout = Callable[[bp.System], Trajectory]
 def ours(sys: bp.System) -> Trajectory:
     """Our trajectory of `sys` at the checkpoints."""
     qd0 = jnp.asarray(_qvel0(_base_mjmodel()), jnp.float32)
-    q, qd = rollout_jit(sys, qd0, jnp.asarray(CTRL, jnp.float32))
-    return Trajectory(np.asarray(q, np.float64), np.asarray(qd, np.float64))
+    q, qd, data = rollout_jit(sys, qd0, jnp.asarray(CTRL, jnp.float32))
+    return Trajectory(np.asarray(q, np.float64), np.asarray(qd, np.float64), np.asarray(data, np.float64))
 
 
 def mujoco_rollout(m: Any) -> Trajectory:
@@ -168,27 +181,31 @@ def mujoco_rollout(m: Any) -> Trajectory:
     mujoco.mj_resetData(m, d)
     d.qvel[:] = _qvel0(m)
     d.ctrl[:] = CTRL
-    qs, qds = [], []
+    qs, qds, data = [], [], []
     for i in range(STEPS):
         mujoco.mj_step(m, d)
         if i in CHECKPOINTS:
             qs.append(d.qpos.copy())
             qds.append(d.qvel.copy())
-    return Trajectory(np.stack(qs), np.stack(qds))
+            data.append(d.sensordata.copy())
+    return Trajectory(np.stack(qs), np.stack(qds), np.stack(data))
 
 
 # Ours (float32) vs MuJoCo (float64) at every checkpoint: the unperturbed model matches to 6e-7 in
 # qpos and 2e-6 in qvel; the worst perturbed ones to 1.2e-5 (the dropped pill's orientation) and
-# 2.4e-4 (the sliding box's yaw rate in the changed wind).
+# 2.4e-4 (the sliding box's yaw rate in the changed wind). Sensordata (accelerations to ~40 m/s²,
+# the ball's ~9 N touch) matches to 9e-6 unperturbed and 2.2e-4 at worst (touch with geom_gap).
 Q_TOL = 1e-4
 QD_TOL = 1e-3
+SENSOR_TOL = 1e-3
 # A perturbation must move the trajectory by this many tolerances, in both engines.
 EFFECT = 10.0
 
 
 def distance(a: Trajectory, b: Trajectory) -> float:
     """Largest difference of two trajectories at the checkpoints, in units of the tolerances."""
-    return float(max(np.max(np.abs(a.q - b.q)) / Q_TOL, np.max(np.abs(a.qd - b.qd)) / QD_TOL))
+    return float(max(np.max(np.abs(a.q - b.q)) / Q_TOL, np.max(np.abs(a.qd - b.qd)) / QD_TOL,
+                     np.max(np.abs(a.sensordata - b.sensordata)) / SENSOR_TOL))
 
 
 def _set(*value: float) -> Callable[[np.ndarray], np.ndarray]:
@@ -215,7 +232,8 @@ class Recipe(NamedTuple):
     """How to perturb one leaf: the MjModel row (`kind:name`), its columns, and the new value."""
 
     row: str | None
-    """'geom:box', 'body:…', 'jnt:…', 'dof:…'/'qpos:…' (a joint's), 'actuator:…', 'pair:…'; None: no rows."""
+    """'geom:box', 'body:…', 'jnt:…', 'dof:…'/'qpos:…' (a joint's), 'actuator:…', 'pair:…', 'site:…',
+    'sensor:…'; None: no rows."""
     cols: int | slice | None
     """Columns of the row (None: the whole row)."""
     change: Callable[[np.ndarray], np.ndarray]
@@ -281,6 +299,11 @@ RECIPES: dict[str, Recipe] = {
     "pair_margin": Recipe("pair:pill_floor", None, _set(0.01), "the pill floats on a thicker margin"),
     "pair_gap": Recipe("pair:pill_floor", None, _set(0.01),
                        "with its small rbound the pill's contact is detected only below gap + rbound"),
+    "opt.magnetic": Recipe(None, None, _set(0.3, 0.2, -0.1), "the field the imu's magnetometer reads"),
+    "site_pos": Recipe("site:imu", None, _set(0.1, -0.02, 0.03), "where the imu rides on the forearm"),
+    "site_quat": Recipe("site:imu", None, _quat((0, 0, 1), 60), "the imu's axes, in which it reads"),
+    "site_size": Recipe("site:ball_zone", 0, _set(0.05), "the ball's floor contact leaves the touch zone"),
+    "sensor_cutoff": Recipe("sensor:shoulder_clamped", None, _set(0.1), "the clamp of the shoulder angle"),
 }
 
 
@@ -328,7 +351,8 @@ def _mj_field(m: Any, path: str) -> tuple[Any, str]:
 
 _OBJ = {"geom": mujoco.mjtObj.mjOBJ_GEOM, "body": mujoco.mjtObj.mjOBJ_BODY, "jnt": mujoco.mjtObj.mjOBJ_JOINT,
         "dof": mujoco.mjtObj.mjOBJ_JOINT, "qpos": mujoco.mjtObj.mjOBJ_JOINT,
-        "actuator": mujoco.mjtObj.mjOBJ_ACTUATOR, "pair": mujoco.mjtObj.mjOBJ_PAIR}
+        "actuator": mujoco.mjtObj.mjOBJ_ACTUATOR, "pair": mujoco.mjtObj.mjOBJ_PAIR,
+        "site": mujoco.mjtObj.mjOBJ_SITE, "sensor": mujoco.mjtObj.mjOBJ_SENSOR}
 
 
 def _index(m: Any, recipe: Recipe) -> tuple[Any, ...]:

@@ -10,11 +10,23 @@ from typing import Any
 import jax.numpy as jnp
 import mujoco
 import numpy as np
-from mujoco import mjtBias, mjtCone, mjtDyn, mjtEnableBit, mjtGain, mjtIntegrator, mjtJoint, mjtTrn
+from mujoco import (
+    mjtBias,
+    mjtCone,
+    mjtDyn,
+    mjtEnableBit,
+    mjtGain,
+    mjtIntegrator,
+    mjtJoint,
+    mjtObj,
+    mjtSensor,
+    mjtTrn,
+)
 
 from brax_physics._src.collision.pairs import PairGroup, collision_pairs
 from brax_physics._src.mjenum import keyword
 from brax_physics._src.options_check import emit_option_warnings
+from brax_physics._src.sensor import FRAME_OBJECTS, STAGE
 from brax_physics._src.system import ModelRef, Options, System
 
 
@@ -103,6 +115,8 @@ def unsupported(m: Any) -> list[str]:
         if np.any(m.actuator_dampingpoly[i] != 0):
             errs.append(f"{act(i)}: nonlinear actuator damping is not supported")
 
+    errs += _unsupported_sensors(m)
+
     opt = m.opt
     supported = (mjtIntegrator.mjINT_EULER, mjtIntegrator.mjINT_RK4, mjtIntegrator.mjINT_IMPLICITFAST)
     if int(opt.integrator) not in supported:
@@ -135,6 +149,52 @@ def unsupported(m: Any) -> list[str]:
         errs.append("option: flag sleep is not supported")
     if opt.disableactuator != 0:
         errs.append("option: actuatorgroupdisable is not supported")
+    return errs
+
+
+# Sensor types MuJoCo has that are not computed here, and why (the others: "not supported").
+_SENSOR_WHY = {
+    **{t: "tendons are not supported" for t in (
+        mjtSensor.mjSENS_TENDONPOS, mjtSensor.mjSENS_TENDONVEL, mjtSensor.mjSENS_TENDONACTFRC,
+        mjtSensor.mjSENS_TENDONLIMITPOS, mjtSensor.mjSENS_TENDONLIMITVEL, mjtSensor.mjSENS_TENDONLIMITFRC)},
+    mjtSensor.mjSENS_USER: "user sensors (MuJoCo's mjcb_sensor callback) are not supported",
+    mjtSensor.mjSENS_PLUGIN: "plugin sensors are not supported",
+}
+# MJCF elements whose name differs from the mjtSensor keyword.
+_SENSOR_TAG = {
+    mjtSensor.mjSENS_JOINTACTFRC: "jointactuatorfrc", mjtSensor.mjSENS_TENDONACTFRC: "tendonactuatorfrc",
+    mjtSensor.mjSENS_GEOMDIST: "distance", mjtSensor.mjSENS_GEOMNORMAL: "normal",
+    mjtSensor.mjSENS_GEOMFROMTO: "fromto",
+}
+_FRAME_SENSORS = (
+    mjtSensor.mjSENS_FRAMEPOS, mjtSensor.mjSENS_FRAMEQUAT, mjtSensor.mjSENS_FRAMEXAXIS,
+    mjtSensor.mjSENS_FRAMEYAXIS, mjtSensor.mjSENS_FRAMEZAXIS, mjtSensor.mjSENS_FRAMELINVEL,
+    mjtSensor.mjSENS_FRAMEANGVEL, mjtSensor.mjSENS_FRAMELINACC, mjtSensor.mjSENS_FRAMEANGACC,
+)
+_ACTUATOR_SENSORS = (mjtSensor.mjSENS_ACTUATORPOS, mjtSensor.mjSENS_ACTUATORVEL, mjtSensor.mjSENS_ACTUATORFRC)
+
+
+def _unsupported_sensors(m: Any) -> list[str]:
+    """Messages for the sensors of MjModel `m` that are not computed here, naming each."""
+    errs: list[str] = []
+    name = _namer(m, mujoco.mjtObj.mjOBJ_SENSOR, "sensor")
+    for i in range(m.nsensor):
+        t = int(m.sensor_type[i])
+        tag = _SENSOR_TAG.get(t, keyword(mjtSensor, t))
+        where = f"{name(i)} (<{tag}>)"
+        if t not in STAGE:
+            errs.append(f"{where}: {_SENSOR_WHY.get(t, f'{tag} sensors are not supported')}")
+            continue
+        if t in _FRAME_SENSORS:
+            for what, typ, ok in (("objtype", m.sensor_objtype[i], FRAME_OBJECTS),
+                                  ("reftype", m.sensor_reftype[i], (*FRAME_OBJECTS, mjtObj.mjOBJ_UNKNOWN))):
+                if int(typ) not in ok:
+                    kind = keyword(mjtObj, int(typ))
+                    errs.append(f"{where}: {what}={kind} is not supported (body, xbody, geom, site)")
+        if t in _ACTUATOR_SENSORS and m.sensor_dim[i] != 1:
+            errs.append(f"{where}: actuators with {m.sensor_dim[i]} outputs are not supported")
+        if m.sensor_delay[i] != 0 or m.sensor_interval[i, 0] != 0 or np.any(m.sensor_history[i] != 0):
+            errs.append(f"{where}: sensor delay/interval/history is not supported")
     return errs
 
 
@@ -173,7 +233,7 @@ def from_mjmodel(m: Any) -> System:
     o = m.opt
     opt = Options(
         timestep=_f32(o.timestep), gravity=_f32(o.gravity), impratio=_f32(o.impratio),
-        density=_f32(o.density), viscosity=_f32(o.viscosity), wind=_f32(o.wind),
+        density=_f32(o.density), viscosity=_f32(o.viscosity), wind=_f32(o.wind), magnetic=_f32(o.magnetic),
         has_fluid=bool(o.density != 0 or o.viscosity != 0),
         integrator=int(o.integrator), disableflags=int(o.disableflags), enableflags=int(o.enableflags),
         cone=int(o.cone), solver=int(o.solver), iterations=int(o.iterations),
@@ -206,7 +266,10 @@ def from_mjmodel(m: Any) -> System:
         actuator_biasprm=_f32(m.actuator_biasprm.reshape(m.nu, mujoco.mjNBIAS)),
         actuator_ctrlrange=_f32(m.actuator_ctrlrange.reshape(m.nu, 2)),
         actuator_forcerange=_f32(m.actuator_forcerange.reshape(m.nu, 2)),
+        site_pos=_f32(m.site_pos.reshape(m.nsite, 3)), site_quat=_f32(m.site_quat.reshape(m.nsite, 4)),
+        site_size=_f32(m.site_size.reshape(m.nsite, 3)), sensor_cutoff=_f32(m.sensor_cutoff),
         nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
+        nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),
         body_weldid=_ints(m.body_weldid), body_sameframe=_ints(m.body_sameframe),
         geom_sameframe=_ints(m.geom_sameframe),
@@ -226,8 +289,15 @@ def from_mjmodel(m: Any) -> System:
         actuator_dyntype=_ints(m.actuator_dyntype), actuator_gaintype=_ints(m.actuator_gaintype),
         actuator_biastype=_ints(m.actuator_biastype), actuator_ctrllimited=_bools(m.actuator_ctrllimited),
         actuator_forcelimited=_bools(m.actuator_forcelimited),
+        site_type=_ints(m.site_type), site_bodyid=_ints(m.site_bodyid),
+        site_sameframe=_ints(m.site_sameframe),
+        sensor_type=_ints(m.sensor_type), sensor_datatype=_ints(m.sensor_datatype),
+        sensor_objtype=_ints(m.sensor_objtype), sensor_objid=_ints(m.sensor_objid),
+        sensor_reftype=_ints(m.sensor_reftype), sensor_refid=_ints(m.sensor_refid),
+        sensor_dim=_ints(m.sensor_dim), sensor_adr=_ints(m.sensor_adr),
         contact_pairs=pairs,
         body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),
         geom_names=_names(m, obj.mjOBJ_GEOM, m.ngeom), actuator_names=_names(m, obj.mjOBJ_ACTUATOR, m.nu),
+        site_names=_names(m, obj.mjOBJ_SITE, m.nsite), sensor_names=_names(m, obj.mjOBJ_SENSOR, m.nsensor),
         mj_model_ref=_model_ref(m),
     )

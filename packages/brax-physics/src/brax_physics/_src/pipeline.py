@@ -10,7 +10,12 @@ reuses them).
 Every stage runs under a `jax.named_scope` named after MuJoCo's function for it (`fwd_position`
 with `kinematics`, `com_pos`, `crb`, `collision`, `factor_m`; `fwd_velocity` with `com_vel`,
 `rne`, `passive`; `fwd_actuation`; `fwd_acceleration`; `fwd_constraint` with `make_constraint`,
-`solve`, `constraint_force`; `integrate`), so profiles and HLO dumps read like the pipeline.
+`solve`, `constraint_force`; `sensor_pos`, `sensor_vel`, `sensor_acc`; `integrate`), so profiles
+and HLO dumps read like the pipeline.
+
+Sensors (`State.sensordata`) are computed at the point a step starts from, as MuJoCo's mj_step
+computes them in mj_forward before it integrates: position sensors from the position stage stored in
+the state, velocity sensors after the velocity stage, acceleration sensors after the constraint solve.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import jax.numpy as jnp
 from brax_math import Motion, Transform, point_velocity
 from mujoco import mjtDisableBit, mjtIntegrator
 
-from brax_physics._src import com, constraint, dynamics, fluid, integrator, kinematics, solver
+from brax_physics._src import com, constraint, dynamics, fluid, integrator, kinematics, sensor, solver
 from brax_physics._src.collision.contact import Contact, collide
 from brax_physics._src.state import State
 from brax_physics._src.structure import structure
@@ -43,6 +48,7 @@ class _Position(NamedTuple):
 class _Acceleration(NamedTuple):
     act: dynamics.Actuation
     cvel: jax.Array
+    cdof_dot: jax.Array
     qfrc_bias: jax.Array
     qfrc_passive: jax.Array
     qacc_smooth: jax.Array
@@ -111,7 +117,8 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
         qacc_smooth = dynamics.solve(pos.mass_matrix, pos.mass_matrix_factor, qfrc_smooth)
     if constraint.layout(sys).nefc == 0:
         zero = jnp.zeros(0, qd.dtype)
-        return _Acceleration(actu, cvel, bias, pas, qacc_smooth, qacc_smooth, zero, jnp.zeros_like(qd))
+        return _Acceleration(actu, cvel, cdof_dot, bias, pas, qacc_smooth, qacc_smooth, zero,
+                             jnp.zeros_like(qd))
     with jax.named_scope("fwd_constraint"):
         with jax.named_scope("make_constraint"):
             rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact)
@@ -124,7 +131,7 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
         with jax.named_scope("constraint_force"):
             efc_force = solver.constraint_force(cfg, prob, qacc)
             qfrc_constraint = com.mm(rows.J.T, efc_force)
-    return _Acceleration(actu, cvel, bias, pas, qacc_smooth, qacc, efc_force, qfrc_constraint)
+    return _Acceleration(actu, cvel, cdof_dot, bias, pas, qacc_smooth, qacc, efc_force, qfrc_constraint)
 
 
 def _body_velocity(sys: System, xpos: jax.Array, sub: jax.Array, cvel: jax.Array) -> Motion:
@@ -135,7 +142,7 @@ def _body_velocity(sys: System, xpos: jax.Array, sub: jax.Array, cvel: jax.Array
 
 
 def _make_state(sys: System, q: jax.Array, qd: jax.Array, time: jax.Array, pos: _Position,
-                acc: _Acceleration, xd: Motion) -> State:
+                acc: _Acceleration, xd: Motion, sensordata: jax.Array) -> State:
     fr = pos.frames
     with jax.named_scope("contact_force"):
         force = constraint.contact_force(sys, pos.contact, acc.efc_force)
@@ -148,8 +155,26 @@ def _make_state(sys: System, q: jax.Array, qd: jax.Array, time: jax.Array, pos: 
         actuator_force=acc.act.force, qfrc_bias=acc.qfrc_bias, qfrc_passive=acc.qfrc_passive,
         qfrc_actuator=acc.act.qfrc, qacc_smooth=acc.qacc_smooth, qacc=acc.qacc,
         contact=contact, efc_force=acc.efc_force, qfrc_constraint=acc.qfrc_constraint,
-        qacc_warmstart=acc.qacc,
+        qacc_warmstart=acc.qacc, sensordata=sensordata,
     )
+
+
+def _sensors(sys: System, fwd: State, acc: _Acceleration, previous: jax.Array) -> jax.Array:
+    """(nsensordata,) sensor values at `fwd`: the state after MuJoCo's mj_forward at a step's start.
+
+    Every stage's sensors describe that point (its positions, velocities and the transition's
+    forces), as MuJoCo's do after mj_step, which integrates after computing them. Models without
+    sensors trace nothing; with sensors disabled the values stay `previous` (MuJoCo leaves them).
+    """
+    if sys.nsensor == 0 or sys.opt.disableflags & mjtDisableBit.mjDSBL_SENSOR:
+        return previous
+    with jax.named_scope("sensor_pos"):
+        values = sensor.position(sys, fwd)
+    with jax.named_scope("sensor_vel"):
+        values |= sensor.velocity(sys, fwd, acc.cvel)
+    with jax.named_scope("sensor_acc"):
+        values |= sensor.acceleration(sys, fwd, acc.cvel, acc.cdof_dot)
+        return sensor.assemble(sys, values)
 
 
 def _checked(fn: str, name: str, x: Any, shape: tuple[int, ...], what: str, dtype: Any) -> jax.Array:
@@ -180,7 +205,9 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     pos = _position(sys, q)
     acc = _acceleration(sys, q, qd, act, pos, jnp.zeros(sys.nv, dtype))
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, acc.cvel)
-    return _make_state(sys, q, qd, jnp.zeros((), dtype), pos, acc, xd)
+    no_data = jnp.zeros(sys.nsensordata, dtype)
+    state = _make_state(sys, q, qd, jnp.zeros((), dtype), pos, acc, xd, no_data)
+    return state.replace(sensordata=_sensors(sys, state, acc, no_data))
 
 
 def _velocity_derivative(sys: System, act: dynamics.Actuation) -> jax.Array:
@@ -211,8 +238,13 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     _checked("step", "state.q", q0, (sys.nq,), "sys.nq", q0.dtype)
     _checked("step", "state.qd", v0, (sys.nv,), "sys.nv", v0.dtype)
     act = _checked("step", "act", act, (sys.nu,), "sys.nu", v0.dtype)
-    acc = _acceleration(sys, q0, v0, act, _state_position(state), state.qacc_warmstart)
+    pos0 = _state_position(state)
+    acc = _acceleration(sys, q0, v0, act, pos0, state.qacc_warmstart)
     a0 = acc.qacc
+    sensordata = state.sensordata
+    if sys.nsensor:
+        fwd = _make_state(sys, q0, v0, state.time, pos0, acc, state.xd, sensordata)
+        sensordata = _sensors(sys, fwd, acc, sensordata)
 
     with jax.named_scope("integrate"):
         if sys.opt.integrator == mjtIntegrator.mjINT_RK4:
@@ -241,7 +273,7 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     with jax.named_scope("fwd_velocity"), jax.named_scope("com_vel"):
         cvel, _ = com.com_vel(sys, pos.cdof, qd)
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, cvel)
-    return _make_state(sys, q, qd, state.time + h, pos, acc, xd)
+    return _make_state(sys, q, qd, state.time + h, pos, acc, xd, sensordata)
 
 
 def forward_kinematics(sys: System, q: jax.Array) -> Transform:

@@ -18,9 +18,9 @@ class State:
 
     Position-stage fields (`x`, `xanchor` ... `mass_matrix_factor`) and `xd` always describe the
     current `q`/`qd`. Force and acceleration fields (`qfrc_*`, `actuator_force`, `qacc*`, `ctrl`)
-    describe the transition that produced this state: after `step` they were evaluated at the
-    previous `q`/`qd` with the control passed to `step` (as MuJoCo's `mjData` after `mj_step`);
-    after `init` they are evaluated at the initial `q`/`qd` with zero control.
+    and `sensordata` describe the transition that produced this state: after `step` they were
+    evaluated at the previous `q`/`qd` (and time) with the control passed to `step` (as MuJoCo's
+    `mjData` after `mj_step`); after `init` they are evaluated at the initial `q`/`qd` with zero control.
     Frames are MuJoCo's: arrays indexed by body include the world body 0.
     """
 
@@ -81,6 +81,10 @@ class State:
     """(nv,) constraint force in joint space, Jᵀ efc_force."""
     qacc_warmstart: jax.Array
     """(nv,) solver warm start for the next step (the last transition's qacc)."""
+    sensordata: jax.Array
+    """(nsensordata,) sensor values in MuJoCo's layout (`sys.sensor_adr`), after `sensor_cutoff`; all
+    stages at the last transition's start, as `mjData.sensordata` after `mj_step` (look values up by
+    name with `brax_physics.sensor`). Unchanged by `step` when sensors are disabled (mjDSBL_SENSOR)."""
 
     def replace(self, **changes: Any) -> State:
         """Copy with the given fields replaced."""

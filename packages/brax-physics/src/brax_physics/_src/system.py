@@ -57,6 +57,8 @@ class Options:
     """() viscosity of the medium (fluid forces, inertia-box model; read when `has_fluid`)."""
     wind: jax.Array
     """(3,) velocity of the medium in the world frame (read when `has_fluid`)."""
+    magnetic: jax.Array
+    """(3,) global magnetic flux in the world frame (read by magnetometer sensors)."""
     has_fluid: bool = dataclasses.field(metadata=_STATIC)
     """Whether fluid forces are computed: density or viscosity nonzero at load time. Models without a
     medium skip the fluid stage; to randomize a medium from zero, `opt.replace(has_fluid=True, ...)`."""
@@ -186,6 +188,14 @@ class System:
     """(nu, 2) control range, applied where `actuator_ctrllimited`."""
     actuator_forcerange: jax.Array
     """(nu, 2) force range, applied where `actuator_forcelimited`."""
+    site_pos: jax.Array
+    """(nsite, 3) site position in the body frame (ignored where `site_sameframe` says so, as MuJoCo)."""
+    site_quat: jax.Array
+    """(nsite, 4) site orientation in the body frame (same caveat)."""
+    site_size: jax.Array
+    """(nsite, 3) site geometry size (the zone of touch sensors)."""
+    sensor_cutoff: jax.Array
+    """(nsensor,) clamp of real (both sides) and positive (above) sensor values; 0: none."""
 
     # ---- sizes, structure and type codes (static) ----
     nq: int = dataclasses.field(metadata=_STATIC)
@@ -200,6 +210,12 @@ class System:
     """Number of joints."""
     ngeom: int = dataclasses.field(metadata=_STATIC)
     """Number of geoms."""
+    nsite: int = dataclasses.field(metadata=_STATIC)
+    """Number of sites."""
+    nsensor: int = dataclasses.field(metadata=_STATIC)
+    """Number of sensors."""
+    nsensordata: int = dataclasses.field(metadata=_STATIC)
+    """Length of `State.sensordata` (sum of `sensor_dim`)."""
     body_parentid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Parent body id (world's parent is itself)."""
     body_rootid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
@@ -269,6 +285,29 @@ class System:
     """Whether ctrl is clamped to `actuator_ctrlrange`."""
     actuator_forcelimited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether the force is clamped to `actuator_forcerange`."""
+    site_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtGeom` code of each site's geometry (sphere, capsule, ellipsoid, cylinder, box)."""
+    site_bodyid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Body of each site."""
+    site_sameframe: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtSameFrame` of each site: as `geom_sameframe`, the frame MuJoCo copies instead of
+    reading `site_pos`/`site_quat`."""
+    sensor_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtSensor` code of each sensor."""
+    sensor_datatype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtDataType` code: real, positive, axis or quaternion (how `sensor_cutoff` applies)."""
+    sensor_objtype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtObj` code of the sensed object."""
+    sensor_objid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Id of the sensed object."""
+    sensor_reftype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtObj` code of the reference frame's object (frame sensors)."""
+    sensor_refid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Id of the reference frame's object (-1: the world frame)."""
+    sensor_dim: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Number of values of each sensor."""
+    sensor_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Address of each sensor's first value in `State.sensordata`."""
     contact_pairs: CollisionPairs = dataclasses.field(metadata=_STATIC)
     """Collision candidates: which geom pairs, their condim and collider (static, built at load);
     their parameters are mixed from the `geom_*` and `pair_*` leaves every step."""
@@ -280,6 +319,10 @@ class System:
     """Geom names ('' if unnamed)."""
     actuator_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Actuator names ('' if unnamed)."""
+    site_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
+    """Site names ('' if unnamed)."""
+    sensor_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
+    """Sensor names ('' if unnamed; `brax_physics.sensor` looks values up by them)."""
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 

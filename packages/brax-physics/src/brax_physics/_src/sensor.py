@@ -1,0 +1,551 @@
+"""Sensors (MuJoCo mj_sensorPos, mj_sensorVel, mj_sensorAcc): `State.sensordata` in MuJoCo's layout.
+
+Each stage function takes `fwd`, a `State` holding what MuJoCo's `mjData` holds after `mj_forward`
+at the point the sensors describe (its position stage, `q`, `qd`, `time`, and the forces and
+accelerations of the transition that starts there), and returns the values of that stage's sensor
+types, one (n, dim) array per type, with the sensors of a type computed together by gathers with
+static index arrays (`layout`). `assemble` puts them in MuJoCo's order (`sys.sensor_adr`) and
+applies `sensor_cutoff`. Sensor noise is ignored, as MuJoCo's own `mj_step` ignores it.
+Definitions follow MuJoCo's engine_sensor.c (object frames and velocities as mj_objectVelocity and
+mj_objectAcceleration; force sensors read `cfrc_int` of mj_rnePostConstraint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from brax_math import force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat, rotate
+from mujoco import mjtDataType, mjtDisableBit, mjtGeom, mjtObj, mjtSameFrame, mjtSensor, mjtStage
+
+from brax_physics._src import constraint
+from brax_physics._src.com import mm
+from brax_physics._src.linalg import MINVAL
+from brax_physics._src.state import State
+from brax_physics._src.structure import structure
+from brax_physics._src.system import System
+
+_S = mjtSensor
+
+POS_TYPES = (
+    _S.mjSENS_MAGNETOMETER, _S.mjSENS_JOINTPOS, _S.mjSENS_ACTUATORPOS, _S.mjSENS_BALLQUAT, _S.mjSENS_FRAMEPOS,
+    _S.mjSENS_FRAMEQUAT, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS, _S.mjSENS_FRAMEZAXIS,
+    _S.mjSENS_SUBTREECOM, _S.mjSENS_CLOCK,
+)
+"""Position-stage sensor types computed here."""
+VEL_TYPES = (
+    _S.mjSENS_VELOCIMETER, _S.mjSENS_GYRO, _S.mjSENS_JOINTVEL, _S.mjSENS_ACTUATORVEL, _S.mjSENS_BALLANGVEL,
+    _S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL, _S.mjSENS_SUBTREELINVEL, _S.mjSENS_SUBTREEANGMOM,
+)
+"""Velocity-stage sensor types computed here."""
+ACC_TYPES = (
+    _S.mjSENS_TOUCH, _S.mjSENS_ACCELEROMETER, _S.mjSENS_FORCE, _S.mjSENS_TORQUE, _S.mjSENS_ACTUATORFRC,
+    _S.mjSENS_JOINTACTFRC, _S.mjSENS_FRAMELINACC, _S.mjSENS_FRAMEANGACC,
+)
+"""Acceleration-stage sensor types computed here."""
+STAGE: dict[int, int] = {
+    **{int(t): int(mjtStage.mjSTAGE_POS) for t in POS_TYPES},
+    **{int(t): int(mjtStage.mjSTAGE_VEL) for t in VEL_TYPES},
+    **{int(t): int(mjtStage.mjSTAGE_ACC) for t in ACC_TYPES},
+}
+"""`mujoco.mjtStage` of every supported `mujoco.mjtSensor` type (the loader refuses the others)."""
+FRAME_OBJECTS = (mjtObj.mjOBJ_XBODY, mjtObj.mjOBJ_BODY, mjtObj.mjOBJ_GEOM, mjtObj.mjOBJ_SITE)
+"""Object types frame sensors may sense or refer to (cameras are not supported)."""
+
+# Types that read the world-frame pose of an object, optionally relative to a reference object.
+_FRAME_POS = (_S.mjSENS_FRAMEPOS, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS, _S.mjSENS_FRAMEZAXIS)
+_RNE_POST = (_S.mjSENS_ACCELEROMETER, _S.mjSENS_FORCE, _S.mjSENS_TORQUE, _S.mjSENS_FRAMELINACC,
+             _S.mjSENS_FRAMEANGACC)
+
+Values = dict[int, jax.Array]
+"""Sensor values of one or more stages: `mjtSensor` code -> (n, dim) for that type's sensors."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Layout:
+    """Static sensor layout of a model (numpy, trace-time only)."""
+
+    by_type: dict[int, np.ndarray]
+    """Sensor ids of each supported type present, in id order."""
+    perm: np.ndarray
+    """(nsensordata,) position of each sensordata value in the concatenation of `by_type`'s values
+    (types in `STAGE`'s order, each (n, dim) flattened)."""
+    data_sensor: np.ndarray
+    """(nsensordata,) sensor of each value."""
+    clip_both: np.ndarray
+    """(nsensordata,) bool: real values, which the cutoff clamps on both sides."""
+    clip_above: np.ndarray
+    """(nsensordata,) bool: positive values, which the cutoff clamps from above."""
+
+
+def layout(sys: System) -> Layout:
+    """The (cached) static sensor layout of `sys`."""
+    return _layout(sys.sensor_type, sys.sensor_datatype, sys.sensor_dim, sys.sensor_adr)
+
+
+@functools.lru_cache(maxsize=64)
+def _layout(
+    sensor_type: tuple[int, ...], datatype: tuple[int, ...], dim: tuple[int, ...], adr: tuple[int, ...]
+) -> Layout:
+    types = np.asarray(sensor_type, np.int32)
+    by_type = {t: np.flatnonzero(types == t).astype(np.int32) for t in STAGE if np.any(types == t)}
+    ndata = sum(dim)
+    perm = np.zeros(ndata, np.int32)
+    offset = 0
+    for ids in by_type.values():
+        for i in ids:
+            perm[adr[i] : adr[i] + dim[i]] = offset + np.arange(dim[i])
+            offset += dim[i]
+    data_sensor = np.repeat(np.arange(len(dim), dtype=np.int32), dim)
+    kind = np.asarray(datatype, np.int32)[data_sensor] if ndata else np.zeros(0, np.int32)
+    return Layout(
+        by_type=by_type, perm=perm, data_sensor=data_sensor,
+        clip_both=kind == mjtDataType.mjDATATYPE_REAL, clip_above=kind == mjtDataType.mjDATATYPE_POSITIVE,
+    )
+
+
+def _mtv(mat: jax.Array, v: jax.Array) -> jax.Array:
+    """(n, 3) matᵀ v of (n, 3, 3) matrices and (n, 3) vectors (world -> frame coordinates)."""
+    return jnp.sum(mat * v[:, :, None], axis=1)
+
+
+def _col(x: np.ndarray) -> jax.Array:
+    """A static (n,) mask as an (n, 1) array, to select rows of (n, k) values."""
+    return jnp.asarray(x)[:, None]
+
+
+def _object_bodies(sys: System, objtype: np.ndarray, objid: np.ndarray) -> np.ndarray:
+    """(n,) body of each object (MuJoCo's mjOBJ_XBODY, BODY, GEOM or SITE)."""
+    body = np.zeros(objid.shape, np.int32)
+    for t, table in ((mjtObj.mjOBJ_XBODY, None), (mjtObj.mjOBJ_BODY, None),
+                     (mjtObj.mjOBJ_GEOM, sys.geom_bodyid), (mjtObj.mjOBJ_SITE, sys.site_bodyid)):
+        sel = objtype == t
+        ids = objid[sel]
+        body[sel] = ids if table is None else np.asarray(table, np.int32)[ids]
+    return body
+
+
+def _by_objtype(objtype: np.ndarray, parts: dict[int, jax.Array], n: int) -> jax.Array:
+    """Rows computed per object type (`parts[t]` for the objects of type t) put back in object order."""
+    order = np.concatenate([np.flatnonzero(objtype == t) for t in parts]).astype(np.int32)
+    out = jnp.concatenate(list(parts.values()))
+    return out if np.array_equal(order, np.arange(n)) else out[np.argsort(order)]
+
+
+def site_frames(sys: System, fwd: State, sites: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat).
+
+    Like geoms, a site whose frame MuJoCo's compiler found to coincide with its body's or inertial
+    frame (`site_sameframe`) copies that frame, as MuJoCo's mj_local2Global does.
+    """
+    b = np.asarray(sys.site_bodyid, np.int32)[sites]
+    sf = np.asarray(sys.site_sameframe, np.int32)[sites]
+    xquat = fwd.x.rot[b]
+    pos = fwd.x.pos[b] + rotate(sys.site_pos[sites], xquat)
+    mat = quat_to_mat(quat_mul(xquat, sys.site_quat[sites]))
+    f = mjtSameFrame
+    copy_pos = {f.mjSAMEFRAME_BODY: fwd.x.pos[b], f.mjSAMEFRAME_INERTIA: fwd.xipos[b]}
+    for code, value in copy_pos.items():
+        if np.any(sf == code):
+            pos = jnp.where(_col(sf == code), value, pos)
+    body_rot = np.isin(sf, (f.mjSAMEFRAME_BODY, f.mjSAMEFRAME_BODYROT))
+    inertia_rot = np.isin(sf, (f.mjSAMEFRAME_INERTIA, f.mjSAMEFRAME_INERTIAROT))
+    if body_rot.any():
+        mat = jnp.where(jnp.asarray(body_rot)[:, None, None], quat_to_mat(xquat), mat)
+    if inertia_rot.any():
+        mat = jnp.where(jnp.asarray(inertia_rot)[:, None, None], fwd.ximat[b], mat)
+    return pos, mat
+
+
+def object_frames(sys: System, fwd: State, objtype: np.ndarray,
+                  objid: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """(n, 3) positions and (n, 3, 3) orientations of objects in the world (MuJoCo get_xpos_xmat)."""
+    pos: dict[int, jax.Array] = {}
+    mat: dict[int, jax.Array] = {}
+    for t in FRAME_OBJECTS:
+        ids = objid[objtype == t]
+        if not ids.size:
+            continue
+        if t == mjtObj.mjOBJ_XBODY:
+            pos[t], mat[t] = fwd.x.pos[ids], quat_to_mat(fwd.x.rot[ids])
+        elif t == mjtObj.mjOBJ_BODY:
+            pos[t], mat[t] = fwd.xipos[ids], fwd.ximat[ids]
+        elif t == mjtObj.mjOBJ_GEOM:
+            pos[t], mat[t] = fwd.geom_xpos[ids], fwd.geom_xmat[ids]
+        else:
+            pos[t], mat[t] = site_frames(sys, fwd, ids)
+    n = objid.size
+    return _by_objtype(objtype, pos, n), _by_objtype(objtype, mat, n)
+
+
+def _object_quats(sys: System, fwd: State, objtype: np.ndarray, objid: np.ndarray) -> jax.Array:
+    """(n, 4) world orientations of objects as MuJoCo's get_xquat composes them (never normalized)."""
+    parts: dict[int, jax.Array] = {}
+    body = _object_bodies(sys, objtype, objid)
+    for t in FRAME_OBJECTS:
+        sel = objtype == t
+        ids = objid[sel]
+        if not ids.size:
+            continue
+        xquat = fwd.x.rot[body[sel]]
+        local = {mjtObj.mjOBJ_BODY: sys.body_iquat, mjtObj.mjOBJ_GEOM: sys.geom_quat,
+                 mjtObj.mjOBJ_SITE: sys.site_quat}.get(t)
+        parts[t] = xquat if local is None else quat_mul(xquat, local[ids])
+    return _by_objtype(objtype, parts, objid.size)
+
+
+def _object_motion(sys: System, fwd: State, spatial: jax.Array, objtype: np.ndarray, objid: np.ndarray,
+                   local: bool) -> tuple[jax.Array, jax.Array]:
+    """(n, 3) angular and linear parts of com-based motions `spatial` (nbody, 6) at objects' origins.
+
+    World axes, or the objects' own axes when `local` (MuJoCo mju_transformSpatial of a motion from
+    the tree's com to the object).
+    """
+    body = _object_bodies(sys, objtype, objid)
+    pos, mat = object_frames(sys, fwd, objtype, objid)
+    com = fwd.subtree_com[structure(sys).root[body]]
+    m = spatial[body]
+    ang, lin = m[:, :3], m[:, 3:] + jnp.cross(m[:, :3], pos - com)
+    if local:
+        ang, lin = _mtv(mat, ang), _mtv(mat, lin)
+    return ang, lin
+
+
+def _meta(sys: System, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Static (objtype, objid, reftype, refid) of sensors `ids`; no reference is the world body's frame."""
+    objtype = np.asarray(sys.sensor_objtype, np.int32)[ids]
+    objid = np.asarray(sys.sensor_objid, np.int32)[ids]
+    refid = np.asarray(sys.sensor_refid, np.int32)[ids]
+    # The world body's frame is the identity at the origin with zero motion: relative quantities
+    # against it are the global ones, so one code path serves sensors with and without a reference.
+    reftype = np.where(refid < 0, int(mjtObj.mjOBJ_XBODY), np.asarray(sys.sensor_reftype, np.int32)[ids])
+    return objtype, objid, reftype.astype(np.int32), np.maximum(refid, 0)
+
+
+def _has_ref(sys: System, ids: np.ndarray) -> bool:
+    """Whether any of sensors `ids` measures relative to a reference object (the others: the world)."""
+    return bool(np.any(np.asarray(sys.sensor_refid, np.int32)[ids] >= 0))
+
+
+def _qpos(sys: System, ids: np.ndarray, width: int) -> np.ndarray:
+    """(n, width) qpos addresses of the joints sensed by `ids`."""
+    jnt = np.asarray(sys.sensor_objid, np.int32)[ids]
+    adr: np.ndarray = np.asarray(sys.jnt_qposadr, np.int32)[jnt][:, None] + np.arange(width)[None, :]
+    return adr
+
+
+def _dofs(sys: System, ids: np.ndarray, width: int) -> np.ndarray:
+    """(n, width) dof addresses of the joints sensed by `ids`."""
+    jnt = np.asarray(sys.sensor_objid, np.int32)[ids]
+    adr: np.ndarray = np.asarray(sys.jnt_dofadr, np.int32)[jnt][:, None] + np.arange(width)[None, :]
+    return adr
+
+
+def _actuators(sys: System, ids: np.ndarray) -> np.ndarray:
+    """(n,) actuators sensed by `ids`."""
+    act: np.ndarray = np.asarray(sys.sensor_objid, np.int32)[ids]
+    return act
+
+
+def position(sys: System, fwd: State) -> Values:
+    """Values of the position-stage sensors (MuJoCo mj_sensorPos)."""
+    out: Values = {}
+    st = structure(sys)
+    for t, ids in layout(sys).by_type.items():
+        if STAGE[t] != mjtStage.mjSTAGE_POS:
+            continue
+        objtype, objid, reftype, refid = _meta(sys, ids)
+        if t == _S.mjSENS_MAGNETOMETER:
+            _, mat = site_frames(sys, fwd, objid)
+            out[t] = _mtv(mat, jnp.broadcast_to(sys.opt.magnetic[None, :], (ids.size, 3)))
+        elif t == _S.mjSENS_JOINTPOS:
+            out[t] = fwd.q[_qpos(sys, ids, 1)]
+        elif t == _S.mjSENS_ACTUATORPOS:
+            # joint transmission (the only one supported): actuator_length = gear * joint position
+            a = _actuators(sys, ids)
+            out[t] = (sys.actuator_gear[a, 0] * fwd.q[st.act_qpos[a]])[:, None]
+        elif t == _S.mjSENS_BALLQUAT:
+            out[t] = normalize(fwd.q[_qpos(sys, ids, 4)])
+        elif t in _FRAME_POS:
+            pos, mat = object_frames(sys, fwd, objtype, objid)
+            vec = pos if t == _S.mjSENS_FRAMEPOS else mat[:, :, int(t - _S.mjSENS_FRAMEXAXIS)]
+            if _has_ref(sys, ids):
+                ref_pos, ref_mat = object_frames(sys, fwd, reftype, refid)
+                vec = _mtv(ref_mat, vec - ref_pos if t == _S.mjSENS_FRAMEPOS else vec)
+            out[t] = vec
+        elif t == _S.mjSENS_FRAMEQUAT:
+            quat = _object_quats(sys, fwd, objtype, objid)
+            if _has_ref(sys, ids):
+                quat = quat_mul(quat_conj(_object_quats(sys, fwd, reftype, refid)), quat)
+            out[t] = quat
+        elif t == _S.mjSENS_SUBTREECOM:
+            out[t] = fwd.subtree_com[objid]
+        elif t == _S.mjSENS_CLOCK:
+            out[t] = jnp.broadcast_to(fwd.time, (ids.size, 1))
+    return out
+
+
+def _subtree_momenta(sys: System, fwd: State, cvel: jax.Array, roots: np.ndarray,
+                     angular: bool) -> tuple[jax.Array, jax.Array]:
+    """(n, 3) linear velocity and angular momentum (about its com) of the subtrees at `roots`.
+
+    MuJoCo's mj_subtreeVel accumulates these child to parent; summed directly over each subtree's
+    bodies they are the same quantities (the com and mean velocity of a subtree are its mass-weighted
+    means, so the cross terms of the parallel-axis split vanish).
+    """
+    st = structure(sys)
+    every = np.arange(sys.nbody, dtype=np.int32)
+    xbody = np.full(sys.nbody, int(mjtObj.mjOBJ_BODY), np.int32)
+    ang, lin = _object_motion(sys, fwd, cvel, xbody, every, local=False)  # at each body's com
+    mask = jnp.asarray(st.subtree[roots])  # (n, nbody)
+    mass = sys.body_mass
+    sub_mass = mm(mask, mass)
+    linvel = mm(mask, mass[:, None] * lin) / jnp.maximum(sub_mass, MINVAL)[:, None]
+    if not angular:
+        return linvel, linvel
+    # spin: ximat diag(inertia) ximatᵀ ω of every body
+    spin = jnp.sum(fwd.ximat * (sys.body_inertia * _mtv(fwd.ximat, ang))[:, None, :], axis=-1)
+    dx = fwd.xipos[None, :, :] - fwd.subtree_com[roots][:, None, :]  # (n, nbody, 3)
+    dv = lin[None, :, :] - linvel[:, None, :]
+    orbit = mass[None, :, None] * jnp.cross(dx, dv)
+    angmom = mm(mask, spin) + jnp.sum(mask[:, :, None] * orbit, axis=1)
+    return linvel, angmom
+
+
+def velocity(sys: System, fwd: State, cvel: jax.Array) -> Values:
+    """Values of the velocity-stage sensors (MuJoCo mj_sensorVel), given the com velocities `cvel`."""
+    out: Values = {}
+    st = structure(sys)
+    for t, ids in layout(sys).by_type.items():
+        if STAGE[t] != mjtStage.mjSTAGE_VEL:
+            continue
+        objtype, objid, reftype, refid = _meta(sys, ids)
+        if t in (_S.mjSENS_VELOCIMETER, _S.mjSENS_GYRO):
+            ang, lin = _object_motion(sys, fwd, cvel, objtype, objid, local=True)
+            out[t] = lin if t == _S.mjSENS_VELOCIMETER else ang
+        elif t == _S.mjSENS_JOINTVEL:
+            out[t] = fwd.qd[_dofs(sys, ids, 1)]
+        elif t == _S.mjSENS_ACTUATORVEL:
+            a = _actuators(sys, ids)
+            out[t] = (sys.actuator_gear[a, 0] * fwd.qd[st.act_dof[a]])[:, None]
+        elif t == _S.mjSENS_BALLANGVEL:
+            out[t] = fwd.qd[_dofs(sys, ids, 3)]
+        elif t in (_S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL):
+            ang, lin = _object_motion(sys, fwd, cvel, objtype, objid, local=False)
+            if _has_ref(sys, ids):
+                pos, _ = object_frames(sys, fwd, objtype, objid)
+                ref_pos, ref_mat = object_frames(sys, fwd, reftype, refid)
+                ref_ang, ref_lin = _object_motion(sys, fwd, cvel, reftype, refid, local=False)
+                # relative velocity, with the linear part corrected for the rotating reference frame
+                ang = _mtv(ref_mat, ang - ref_ang)
+                lin = _mtv(ref_mat, lin - ref_lin + jnp.cross(pos - ref_pos, ref_ang))
+            out[t] = lin if t == _S.mjSENS_FRAMELINVEL else ang
+        elif t in (_S.mjSENS_SUBTREELINVEL, _S.mjSENS_SUBTREEANGMOM):
+            linvel, angmom = _subtree_momenta(sys, fwd, cvel, objid, angular=t == _S.mjSENS_SUBTREEANGMOM)
+            out[t] = linvel if t == _S.mjSENS_SUBTREELINVEL else angmom
+    return out
+
+
+def cacc(sys: System, fwd: State, cdof_dot: jax.Array) -> jax.Array:
+    """(nbody, 6) com-based body accelerations, gravity as an upward world acceleration (MuJoCo cacc)."""
+    st = structure(sys)
+    dtype = fwd.qd.dtype
+    g = jnp.zeros(3, dtype) if sys.opt.disableflags & mjtDisableBit.mjDSBL_GRAVITY else sys.opt.gravity
+    acc = mm(jnp.asarray(st.body_dof), cdof_dot * fwd.qd[:, None] + fwd.cdof * fwd.qacc[:, None])
+    return acc + jnp.concatenate([jnp.zeros(3, dtype), -g])[None, :]
+
+
+def cfrc_ext(sys: System, fwd: State) -> jax.Array:
+    """(nbody, 6) com-based external forces on the bodies: the contact forces (MuJoCo cfrc_ext).
+
+    The world body's row is zero. Equality constraints and applied forces would add theirs here.
+    """
+    lay = constraint.layout(sys)
+    out = jnp.zeros((sys.nbody, 6), fwd.qd.dtype)
+    if not lay.ncon:
+        return out
+    con = fwd.contact
+    # contact frame -> world: rows of `frame` are the contact axes
+    force = jnp.sum(con.force[:, :3, None] * con.frame, axis=1)
+    torque = jnp.sum(con.force[:, 3:, None] * con.frame, axis=1)
+    root = structure(sys).root
+    for body, sign in ((lay.con_body1, -1.0), (lay.con_body2, 1.0)):
+        keep = np.flatnonzero(body > 0)  # MuJoCo applies nothing to the world
+        if not keep.size:
+            continue
+        b = body[keep]
+        arm = fwd.subtree_com[root[b]] - con.pos[keep]
+        wrench = jnp.concatenate([torque[keep] - jnp.cross(arm, force[keep]), force[keep]], axis=-1)
+        out = out.at[b].add(sign * wrench)
+    return out
+
+
+def cfrc_int(sys: System, fwd: State, cvel: jax.Array, cacc_: jax.Array) -> jax.Array:
+    """(nbody, 6) com-based force each body receives from its parent (MuJoCo cfrc_int)."""
+    st = structure(sys)
+    body = inertia_mul(fwd.cinert, cacc_) + force_cross(cvel, inertia_mul(fwd.cinert, cvel))
+    return mm(jnp.asarray(st.subtree), body - cfrc_ext(sys, fwd))
+
+
+def _ray_quad(a: jax.Array, b: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Roots x0 <= x1 of a x² + 2 b x + c = 0, both -1 without real ones (MuJoCo ray_quad)."""
+    det = b * b - a * c
+    ok = (det >= 0) & (a >= MINVAL)
+    sq = jnp.sqrt(jnp.where(ok, det, 0.0))
+    a_ = jnp.where(ok, a, 1.0)
+    return jnp.where(ok, (-b - sq) / a_, -1.0), jnp.where(ok, (-b + sq) / a_, -1.0)
+
+
+def _dot(x: jax.Array, y: jax.Array) -> jax.Array:
+    return jnp.sum(x * y, axis=-1)
+
+
+def _first(roots: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """The smallest non-negative root, or a negative number if none (what MuJoCo's ray_quad returns)."""
+    x0, x1 = roots
+    return jnp.where(x0 >= 0, x0, x1)
+
+
+def _ray_hits(geom: int, size: jax.Array, p: jax.Array, v: jax.Array) -> jax.Array:
+    """bool (...): the ray from p along v (site frame, (..., 3)) meets a `geom`-type site (mju_rayGeom >= 0).
+
+    `size` (..., 3) is the site's size. A ray starting inside the solid meets its surface.
+    """
+    r, h = size[..., 0], size[..., 1]
+    if geom in (mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_ELLIPSOID):
+        s = 1.0 / (size * size) if geom == mjtGeom.mjGEOM_ELLIPSOID else 1.0 / (size[..., :1] * size[..., :1])
+        return _first(_ray_quad(_dot(s * v, v), _dot(s * v, p), _dot(s * p, p) - 1.0)) >= 0
+    hit = jnp.zeros(p.shape[:-1], bool)
+    if geom in (mjtGeom.mjGEOM_CAPSULE, mjtGeom.mjGEOM_CYLINDER):
+        # round side, between the flat ends (MuJoCo checks only the nearest crossing)
+        x = _first(_ray_quad(v[..., 0] ** 2 + v[..., 1] ** 2, v[..., 0] * p[..., 0] + v[..., 1] * p[..., 1],
+                             p[..., 0] ** 2 + p[..., 1] ** 2 - r * r))
+        hit = (x >= 0) & (jnp.abs(p[..., 2] + x * v[..., 2]) <= h)
+    if geom == mjtGeom.mjGEOM_CAPSULE:
+        for end in (1.0, -1.0):  # hemispherical caps
+            q = jnp.concatenate([p[..., :2], (p[..., 2] - end * h)[..., None]], axis=-1)
+            for x in _ray_quad(_dot(v, v), _dot(v, q), _dot(q, q) - r * r):
+                hit = hit | ((x >= 0) & (end * (p[..., 2] + x * v[..., 2]) >= h))
+        return hit
+    faces: tuple[tuple[int, tuple[int, int]], ...]
+    if geom == mjtGeom.mjGEOM_CYLINDER:
+        faces = ((2, (0, 1)),)
+    elif geom == mjtGeom.mjGEOM_BOX:
+        faces = ((0, (1, 2)), (1, (0, 2)), (2, (0, 1)))
+    else:
+        raise ValueError(f"no ray intersection for sites of mjtGeom type {geom}")
+    for axis, (i, j) in faces:  # flat faces
+        lv = v[..., axis]
+        usable = jnp.abs(lv) > MINVAL
+        extent = h if geom == mjtGeom.mjGEOM_CYLINDER else size[..., axis]
+        for side in (-1.0, 1.0):
+            x = (side * extent - p[..., axis]) / jnp.where(usable, lv, 1.0)
+            a, b = p[..., i] + x * v[..., i], p[..., j] + x * v[..., j]
+            if geom == mjtGeom.mjGEOM_CYLINDER:
+                inside = a * a + b * b <= r * r
+            else:
+                inside = (jnp.abs(a) <= size[..., i]) & (jnp.abs(b) <= size[..., j])
+            hit = hit | (usable & (x >= 0) & inside)
+    return hit
+
+
+def _touch(sys: System, fwd: State, ids: np.ndarray) -> jax.Array:
+    """(n, 1) normal contact force on the sensor's body from contacts whose normal ray meets its site zone."""
+    lay = constraint.layout(sys)
+    dtype = fwd.qd.dtype
+    sites = np.asarray(sys.sensor_objid, np.int32)[ids]
+    if not lay.ncon:
+        return jnp.zeros((ids.size, 1), dtype)
+    body = np.asarray(sys.site_bodyid, np.int32)[sites][:, None]
+    on1, on2 = body == lay.con_body1[None, :], body == lay.con_body2[None, :]  # (n, ncon)
+    cols = np.flatnonzero((on1 | on2).any(axis=0))  # only contacts that can touch a sensor
+    if not cols.size:
+        return jnp.zeros((ids.size, 1), dtype)
+    con = fwd.contact
+    normal = con.force[cols, 0]
+    # the ray runs along the force on the sensor's body: the contact normal points from geom1 to geom2
+    ray = con.frame[cols, 0][None, :, :] * jnp.where(jnp.asarray(on2[:, cols]), -1.0, 1.0)[:, :, None]
+    pos, mat = site_frames(sys, fwd, sites)
+    rel = con.pos[cols][None, :, :] - pos[:, None, :]
+    lp = jnp.sum(mat[:, None, :, :] * rel[:, :, :, None], axis=2)  # (n, ncon, 3) in site axes
+    lv = jnp.sum(mat[:, None, :, :] * ray[:, :, :, None], axis=2)
+    size = jnp.broadcast_to(sys.site_size[sites][:, None, :], lp.shape)
+    site_type = np.asarray(sys.site_type, np.int32)[sites]
+    hit = jnp.zeros(lp.shape[:2], bool)
+    for g in np.unique(site_type):
+        rows = jnp.asarray(site_type == g)[:, None]
+        hit = hit | (rows & _ray_hits(int(g), size, lp, lv))
+    use = jnp.asarray((on1 | on2)[:, cols]) & hit & (normal > 0)[None, :]
+    return jnp.sum(jnp.where(use, normal[None, :], 0.0), axis=1, keepdims=True)
+
+
+def acceleration(sys: System, fwd: State, cvel: jax.Array, cdof_dot: jax.Array) -> Values:
+    """Values of the acceleration-stage sensors (MuJoCo mj_sensorAcc), given cvel and cdof_dot.
+
+    cacc and cfrc_int (MuJoCo's mj_rnePostConstraint) are computed only for models with sensors
+    that read them.
+    """
+    out: Values = {}
+    by_type = layout(sys).by_type
+    post = any(t in by_type for t in _RNE_POST)
+    acc = cacc(sys, fwd, cdof_dot) if post else None
+    frc = cfrc_int(sys, fwd, cvel, acc) if acc is not None and (
+        _S.mjSENS_FORCE in by_type or _S.mjSENS_TORQUE in by_type) else None
+    for t, ids in by_type.items():
+        if STAGE[t] != mjtStage.mjSTAGE_ACC:
+            continue
+        objtype, objid, _, _ = _meta(sys, ids)
+        if t == _S.mjSENS_TOUCH:
+            out[t] = _touch(sys, fwd, ids)
+        elif t in (_S.mjSENS_ACCELEROMETER, _S.mjSENS_FRAMELINACC, _S.mjSENS_FRAMEANGACC):
+            assert acc is not None
+            local = t == _S.mjSENS_ACCELEROMETER
+            a_ang, a_lin = _object_motion(sys, fwd, acc, objtype, objid, local)
+            v_ang, v_lin = _object_motion(sys, fwd, cvel, objtype, objid, local)
+            # mj_objectAcceleration: the Coriolis term of the frame moving with the object
+            lin = a_lin + jnp.cross(v_ang, v_lin)
+            out[t] = a_ang if t == _S.mjSENS_FRAMEANGACC else lin
+        elif t in (_S.mjSENS_FORCE, _S.mjSENS_TORQUE):
+            assert frc is not None
+            body = _object_bodies(sys, objtype, objid)
+            pos, mat = site_frames(sys, fwd, objid)
+            f = frc[body]
+            arm = pos - fwd.subtree_com[structure(sys).root[body]]
+            if t == _S.mjSENS_FORCE:
+                out[t] = _mtv(mat, f[:, 3:])
+            else:
+                out[t] = _mtv(mat, f[:, :3] - jnp.cross(arm, f[:, 3:]))
+        elif t == _S.mjSENS_ACTUATORFRC:
+            out[t] = fwd.actuator_force[_actuators(sys, ids)][:, None]
+        elif t == _S.mjSENS_JOINTACTFRC:
+            out[t] = fwd.qfrc_actuator[_dofs(sys, ids, 1)]
+    return out
+
+
+def assemble(sys: System, values: Values) -> jax.Array:
+    """(nsensordata,) `values` of all stages in MuJoCo's layout, clamped by `sensor_cutoff`."""
+    lay = layout(sys)
+    flat = jnp.concatenate([values[t].reshape(-1) for t in lay.by_type])
+    data = flat[lay.perm]
+    if not (lay.clip_both.any() or lay.clip_above.any()):
+        return data
+    cut = sys.sensor_cutoff[lay.data_sensor]
+    on = cut > 0
+    data = jnp.where(on & jnp.asarray(lay.clip_both | lay.clip_above), jnp.minimum(data, cut), data)
+    return jnp.where(on & jnp.asarray(lay.clip_both), jnp.maximum(data, -cut), data)
+
+
+def sensor(sys: System, state: State, name: str) -> jax.Array:
+    """(..., dim) values of the sensor called `name` in `state.sensordata` (leading batch axes kept)."""
+    if name not in sys.sensor_names or not name:
+        named = [n for n in sys.sensor_names if n]
+        close = difflib.get_close_matches(name, named, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"brax_physics.sensor: no sensor named {name!r}{hint}; sensors: {named}")
+    i = sys.sensor_names.index(name)
+    adr, dim = sys.sensor_adr[i], sys.sensor_dim[i]
+    return state.sensordata[..., adr : adr + dim]
