@@ -34,17 +34,18 @@ _S = mjtSensor
 POS_TYPES = (
     _S.mjSENS_MAGNETOMETER, _S.mjSENS_JOINTPOS, _S.mjSENS_ACTUATORPOS, _S.mjSENS_BALLQUAT, _S.mjSENS_FRAMEPOS,
     _S.mjSENS_FRAMEQUAT, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS, _S.mjSENS_FRAMEZAXIS,
-    _S.mjSENS_SUBTREECOM, _S.mjSENS_CLOCK,
+    _S.mjSENS_SUBTREECOM, _S.mjSENS_CLOCK, _S.mjSENS_JOINTLIMITPOS,
 )
 """Position-stage sensor types computed here."""
 VEL_TYPES = (
     _S.mjSENS_VELOCIMETER, _S.mjSENS_GYRO, _S.mjSENS_JOINTVEL, _S.mjSENS_ACTUATORVEL, _S.mjSENS_BALLANGVEL,
     _S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL, _S.mjSENS_SUBTREELINVEL, _S.mjSENS_SUBTREEANGMOM,
+    _S.mjSENS_JOINTLIMITVEL,
 )
 """Velocity-stage sensor types computed here."""
 ACC_TYPES = (
     _S.mjSENS_TOUCH, _S.mjSENS_ACCELEROMETER, _S.mjSENS_FORCE, _S.mjSENS_TORQUE, _S.mjSENS_ACTUATORFRC,
-    _S.mjSENS_JOINTACTFRC, _S.mjSENS_FRAMELINACC, _S.mjSENS_FRAMEANGACC,
+    _S.mjSENS_JOINTACTFRC, _S.mjSENS_FRAMELINACC, _S.mjSENS_FRAMEANGACC, _S.mjSENS_JOINTLIMITFRC,
 )
 """Acceleration-stage sensor types computed here."""
 STAGE: dict[int, int] = {
@@ -251,6 +252,28 @@ def _actuators(sys: System, ids: np.ndarray) -> np.ndarray:
     return act
 
 
+def _limit_rows(sys: System, fwd: State,
+                ids: np.ndarray) -> tuple[np.ndarray, jax.Array, jax.Array, jax.Array]:
+    """Limit rows of the joints sensed by `ids`: static index among the limit rows (-1: none) and, per
+    sensor, whether the row is active, its distance past the margin (dist - margin) and its sign.
+
+    A joint has a row when it is limited and limits are enabled (`constraint.layout`); MuJoCo's
+    limit sensors read 0 where its row is not instantiated (farther from the limit than the margin).
+    """
+    lay = constraint.layout(sys)
+    jnt = np.asarray(sys.sensor_objid, np.int32)[ids]
+    row = np.asarray([int(np.flatnonzero(lay.limit_jnts == j)[0]) if j in lay.limit_jnts else -1
+                      for j in jnt], np.int32)
+    qpos = np.asarray(sys.jnt_qposadr, np.int32)[jnt]
+    rng = sys.jnt_range[jnt]
+    lo, hi = fwd.q[qpos] - rng[:, 0], rng[:, 1] - fwd.q[qpos]
+    dist = jnp.minimum(lo, hi)  # the nearer limit, as constraint.make_rows
+    over = dist - sys.jnt_margin[jnt]
+    active = jnp.asarray(row >= 0) & (over < 0)
+    sign = jnp.where(lo < hi, 1.0, -1.0)
+    return row, active, over, sign
+
+
 def position(sys: System, fwd: State) -> Values:
     """Values of the position-stage sensors (MuJoCo mj_sensorPos)."""
     out: Values = {}
@@ -286,6 +309,9 @@ def position(sys: System, fwd: State) -> Values:
             out[t] = fwd.subtree_com[objid]
         elif t == _S.mjSENS_CLOCK:
             out[t] = jnp.broadcast_to(fwd.time, (ids.size, 1))
+        elif t == _S.mjSENS_JOINTLIMITPOS:
+            _, active, over, _ = _limit_rows(sys, fwd, ids)
+            out[t] = jnp.where(active, over, 0.0)[:, None]
     return out
 
 
@@ -334,6 +360,9 @@ def velocity(sys: System, fwd: State, cvel: jax.Array) -> Values:
             out[t] = (sys.actuator_gear[a, 0] * fwd.qd[st.act_dof[a]])[:, None]
         elif t == _S.mjSENS_BALLANGVEL:
             out[t] = fwd.qd[_dofs(sys, ids, 3)]
+        elif t == _S.mjSENS_JOINTLIMITVEL:
+            _, active, _, sign = _limit_rows(sys, fwd, ids)
+            out[t] = jnp.where(active, sign * fwd.qd[_dofs(sys, ids, 1)[:, 0]], 0.0)[:, None]
         elif t in (_S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL):
             ang, lin = _object_motion(sys, fwd, cvel, objtype, objid, local=False)
             if _has_ref(sys, ids):
@@ -523,6 +552,13 @@ def acceleration(sys: System, fwd: State, cvel: jax.Array, cdof_dot: jax.Array) 
             out[t] = fwd.actuator_force[_actuators(sys, ids)][:, None]
         elif t == _S.mjSENS_JOINTACTFRC:
             out[t] = fwd.qfrc_actuator[_dofs(sys, ids, 1)]
+        elif t == _S.mjSENS_JOINTLIMITFRC:
+            row, active, _, _ = _limit_rows(sys, fwd, ids)
+            if row.max() < 0:
+                out[t] = jnp.zeros((ids.size, 1), fwd.qd.dtype)
+            else:
+                force = fwd.efc_force[constraint.layout(sys).nfloss + np.maximum(row, 0)]
+                out[t] = jnp.where(active, force, 0.0)[:, None]
     return out
 
 

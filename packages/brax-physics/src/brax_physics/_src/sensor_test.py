@@ -28,7 +28,7 @@ POS = """
       <site name="elbow_site" pos="0.2 0.01 0.02" quat="0.9 0.1 0.3 0.2"/>
       <body name="forearm" pos="0.3 0 0" quat="0.95 0 0.3 0">
         <joint name="slide" type="slide" axis="1 0 0"/>
-        <joint name="twist" axis="0 0 1"/>
+        <joint name="twist" axis="0 0 1" range="-30 12" margin="0.1"/>
         <geom name="lower" type="box" size="0.1 0.05 0.04" pos="0.05 0 0" euler="0 10 20"/>
         <site name="wrist" pos="0.05 0.02 0" quat="0.8 0.3 0 0.2"/>
         <body name="hand" pos="0.2 0 0">
@@ -69,6 +69,7 @@ POS = """
     <magnetometer site="wrist"/>
     <magnetometer site="imu"/>
     <clock/>
+    <jointlimitpos joint="twist"/>
   </sensor>
 </mujoco>
 """
@@ -94,6 +95,7 @@ VEL = POS.replace('integrator="RK4"', 'integrator="Euler"').split("<sensor>")[0]
     <subtreeangmom body="drone"/>
     <subtreeangmom body="world"/>
     <ballangvel joint="wrist_ball"/>
+    <jointlimitvel joint="twist"/>
   </sensor>
 </mujoco>
 """
@@ -123,7 +125,7 @@ ACC = """
       <site name="ball_top" type="sphere" pos="0 0 0.05" size="0.02"/>
     </body>
     <body name="thigh" pos="1 0 0.41">
-      <joint name="hip" axis="0 1 0" damping="0.1"/>
+      <joint name="hip" axis="0 1 0" damping="0.1" range="-15 -1"/>
       <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.03"/>
       <site name="hip_ft" pos="0 0.01 -0.05" euler="0 30 0"/>
       <body name="shin" pos="0 0 -0.2">
@@ -160,6 +162,7 @@ ACC = """
     <actuatorfrc actuator="hip_motor"/>
     <actuatorfrc actuator="knee_damper"/>
     <jointactuatorfrc joint="knee"/>
+    <jointlimitfrc joint="hip"/>
   </sensor>
 </mujoco>
 """
@@ -331,7 +334,8 @@ def test_disabled_sensors_keep_their_values() -> None:
          r"sensor #0 \(<framepos>\): objtype=camera is not supported"),
         ('<framequat name="fq" objtype="site" objname="s" reftype="camera" refname="cam"/>',
          '<camera name="cam"/>', r"sensor 'fq' \(<framequat>\): reftype=camera"),
-        ('<jointlimitfrc name="lim" joint="j"/>', "", r"sensor 'lim' \(<jointlimitfrc>\)"),
+        ('<camprojection name="cp" site="s" camera="cam"/>', '<camera name="cam" resolution="4 4"/>',
+         r"sensor 'cp' \(<camprojection>\)"),
         ('<e_kinetic name="ek"/>', "", r"sensor 'ek' \(<e_kinetic>\)"),
         ('<jointpos name="late" joint="j" delay="0.01" nsample="3"/>', "",
          r"sensor 'late' \(<jointpos>\): sensor delay/interval/history is not supported"),
