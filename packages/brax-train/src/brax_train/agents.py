@@ -4,7 +4,8 @@ One owner of "which agents exist": checkpoints name their agent in `meta["agent"
 `checkpoint.load` and the CLI find the agent here. An agent `name` is a subpackage
 `brax_train.<name>` exporting `train`, `policy_from_checkpoint`, `env_steps_per_update` and its
 config class `<NAME>Config` (a `RunConfig`), whose module `brax_train.<name>.config` has
-`validate(config, device_count)` and, where the agent derives settings from others, `resolve(config)`.
+`validate(config, device_count)` and, where the agent derives settings from others, `resolve(config)`
+(and `COUNTS_ENV_STEPS = True` where its updates count the env steps they consumed).
 Subpackages are imported on first use, so loading a PPO
 checkpoint never imports another agent's code.
 """
@@ -37,7 +38,10 @@ class AgentSpec:
     resolve: Callable[[Any], Any]
     """A validated config in the runner's terms (e.g. `num_timesteps` from APG's `policy_updates`)."""
     env_steps_per_update: Callable[[Any], int]
-    """Environment steps one training step consumes under a config."""
+    """Environment steps one training step consumes under a config (at most, if `counts_env_steps`)."""
+    counts_env_steps: bool
+    """The agent counts the env steps each update consumed (its config module's `COUNTS_ENV_STEPS`;
+    `runner.Agent.counts_env_steps`): the run ends at `num_timesteps` counted steps."""
     train: Callable[..., Any]
     """`train(environment, config=None, **kwargs) -> runner.TrainResult`."""
     policy_from_checkpoint: Callable[[pathlib.Path, dict[str, Any], Any], tuple[Callable[..., Any], Any]]
@@ -62,6 +66,7 @@ def spec(name: str) -> AgentSpec:
         validate=config.validate,
         resolve=getattr(config, "resolve", _identity),
         env_steps_per_update=package.env_steps_per_update,
+        counts_env_steps=bool(getattr(config, "COUNTS_ENV_STEPS", False)),
         train=package.train,
         policy_from_checkpoint=package.policy_from_checkpoint,
     )

@@ -10,7 +10,8 @@ Determinism: training step `t` (a 64-bit index) draws its randomness from `fold_
 so results do not depend on how steps are grouped into jitted chunks (evaluation intervals, metric
 intervals, or a save/restore in between). The batch is sharded over devices along the environment
 axis with `jax.sharding`; agents write every computation for the global batch, so 1, 2 or 4 devices
-compute the same thing up to floating-point summation order.
+compute the same thing up to floating-point summation order. Under `jax.distributed` the mesh spans
+every process's devices (`mesh_devices`); process 0 alone evaluates, reports and writes checkpoints.
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ NONFINITE = "nonfinite"
 """Metric key of an update's non-finite code: 0 fine, else a key of `NONFINITE_QUANTITIES`."""
 NONFINITE_QUANTITIES = {1: "loss", 2: "gradients", 3: "parameters", 4: "normalizer statistics"}
 """What a non-zero `NONFINITE` code names in `NonFiniteError`."""
+ENV_STEPS = "env_steps"
+"""Metric key of the environment steps an update consumed (agents with `Agent.counts_env_steps`)."""
 
 
 def P(*axes: str | None) -> PartitionSpec:
@@ -107,6 +110,11 @@ class Agent(Generic[State, Params]):
     """`warm_start(state, params) -> state` starting from given policy parameters (fresh optimizer)."""
     full_resume: bool = True
     """Resume restores the whole state from a checkpoint; False: only `warm_start` from its params."""
+    counts_env_steps: bool = False
+    """`update`'s metrics carry `ENV_STEPS`, the environment steps it consumed (at most
+    `env_steps_per_update`; ES and ARS count only steps of episodes still running, as Google Brax
+    does), and the run follows that count: one update per jitted call until `num_timesteps`
+    counted steps, evaluations every `num_timesteps / (num_evals - 1)` counted steps."""
     meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """JSON metadata stored in every checkpoint: `agent` (its name in `agents.AGENTS`, which
     `checkpoint.load` dispatches on), the network description, and what else rebuilding needs."""
@@ -139,7 +147,6 @@ class _Schedule(NamedTuple):
     metrics: int  # between training-metric reports (0: none)
     chunk: int  # training steps per jitted call
     total: int  # training steps this call runs
-    first_index: int  # index of the first training step this call runs
 
     @staticmethod
     def of(c: Any, step: int, env_steps_per_update: int) -> _Schedule:
@@ -153,13 +160,14 @@ class _Schedule(NamedTuple):
                 1, math.ceil((c.training_metrics_steps or env_steps_per_update) / env_steps_per_update)
             )
         chunk = math.gcd(epoch, metrics) if metrics else epoch
-        return _Schedule(
-            epoch, epoch * resets, metrics, chunk, intervals * epoch * resets, step // env_steps_per_update
-        )
+        return _Schedule(epoch, epoch * resets, metrics, chunk, intervals * epoch * resets)
 
 
-def final_step(c: Any, start_step: int, env_steps_per_update: int) -> int:
-    """The env step a run from `start_step` stops at: `num_timesteps` rounded up to whole eval intervals."""
+def final_step(c: Any, start_step: int, env_steps_per_update: int, counts_env_steps: bool = False) -> int:
+    """The env step a run from `start_step` stops at: `num_timesteps` rounded up to whole eval intervals
+    (for agents that count their env steps, `num_timesteps`: they overshoot it by less than an update)."""
+    if counts_env_steps:
+        return max(start_step, int(c.num_timesteps))
     return start_step + _Schedule.of(c, start_step, env_steps_per_update).total * env_steps_per_update
 
 
@@ -253,6 +261,7 @@ class _Run:
     env_state: brax_envs.State
     train_key: PRNGKey
     step: int = 0
+    index: int = 0  # of the next training step (its randomness and resets are keyed by it)
     last_checkpoint: str | None = None
     observation_size: brax_envs.ObservationSize = 0
 
@@ -329,6 +338,7 @@ def _restore(run: _Run) -> None:
     run.train_key = restored["train_key"]
     run.env_state = jax.device_put(restored["env_state"], run.env_shardings)
     run.step = int(meta["step"])
+    run.index = int(meta.get("training_step", run.step // run.agent.env_steps_per_update))
     logger.info("resuming from %s at env step %d", step_dir, run.step)
 
 
@@ -411,7 +421,7 @@ class _Host:
         run = self.run
         if run.c.save_checkpoint_path is None:
             return
-        meta = {**self.meta, "step": at_step, "training_step": at_step // run.agent.env_steps_per_update}
+        meta = {**self.meta, "step": at_step, "training_step": run.index}
         params = run.params()
         train_state = {"agent_state": run.state, "train_key": run.train_key, "env_state": run.env_state}
         if jax.process_count() > 1:  # the environment state is sharded across processes: gather it
@@ -455,15 +465,17 @@ class _Window:
     def __init__(self) -> None:
         self.sums: dict[str, float] = {}
         self.steps = 0
+        self.env_steps = 0
         self.seconds = 0.0
 
-    def add(self, m: Mapping[str, Any], steps: int, seconds: float) -> None:
+    def add(self, m: Mapping[str, Any], steps: int, env_steps: int, seconds: float) -> None:
         for k, v in m.items():
             self.sums[k] = self.sums.get(k, 0.0) + float(np.sum(np.asarray(v, np.float64)))
         self.steps += steps
+        self.env_steps += env_steps
         self.seconds += seconds
 
-    def metrics(self, walltime: float, env_steps_per_update: int) -> dict[str, float]:
+    def metrics(self, walltime: float) -> dict[str, float]:
         """`training/*` means per step and `episode/*` means per finished episode."""
         out: dict[str, float] = {}
         count = self.sums.get("episode_count", 0.0)
@@ -474,18 +486,18 @@ class _Window:
             elif k != "episode_count":
                 out["training/" + k] = v / max(self.steps, 1)
         out["episode/count"] = count
-        sps = self.steps * env_steps_per_update / self.seconds if self.seconds > 0 else float("inf")
+        sps = self.env_steps / self.seconds if self.seconds > 0 else float("inf")
         out["training/sps"] = sps
         out["training/walltime"] = walltime
         return out
 
 
-def _check_finite(m: dict[str, Any], run: _Run) -> None:
+def _check_finite(m: dict[str, Any], run: _Run, env_steps_per_update: int) -> None:
     codes = np.asarray(m.pop(NONFINITE, 0))
     if np.any(codes):
         i = int(np.argmax(np.ravel(codes) > 0))
         quantity = NONFINITE_QUANTITIES[int(np.ravel(codes)[i])]
-        at = run.step + (i + 1) * run.agent.env_steps_per_update
+        at = run.step + (i + 1) * env_steps_per_update
         where = run.last_checkpoint if run.last_checkpoint is not None else "none (no checkpoint saved yet)"
         raise NonFiniteError(
             f"non-finite {quantity} in the training step ending at env step {at} (training stopped); "
@@ -496,10 +508,57 @@ def _check_finite(m: dict[str, Any], run: _Run) -> None:
         )
 
 
+class _FixedClock:
+    """The schedule of agents whose updates consume a fixed number of env steps: chunks of updates."""
+
+    def __init__(self, c: Any, run: _Run) -> None:
+        self.per_update = run.agent.env_steps_per_update
+        self.sched = _Schedule.of(c, run.step, self.per_update)
+        self.chunk, self.done, self.reset = self.sched.chunk, 0, c.num_resets_per_eval > 0
+
+    def finished(self, run: _Run) -> bool:
+        return self.done >= self.sched.total
+
+    def advance(self, run: _Run, m: dict[str, Any]) -> tuple[int, bool, bool, bool]:
+        """Account a finished chunk: (env steps, at a metrics report, at an evaluation, at a reset)."""
+        self.done += self.chunk
+        sched, done = self.sched, self.done
+        at_metrics = bool(sched.metrics) and done % sched.metrics == 0
+        return self.chunk * self.per_update, at_metrics, done % sched.eval == 0, done % sched.epoch == 0
+
+
+class _CountedClock:
+    """The schedule of agents that count their env steps (`Agent.counts_env_steps`), as Google Brax's ES."""
+
+    def __init__(self, c: Any, run: _Run) -> None:
+        self.chunk, self.reset, self.target = 1, False, c.num_timesteps
+        self.between = max(1, math.ceil(max(c.num_timesteps - run.step, 0) / max(c.num_evals - 1, 1)))
+        self.next_eval = run.step + self.between
+        self.every = 0
+        if c.log_training_metrics:
+            self.every = max(1, c.training_metrics_steps or run.agent.env_steps_per_update)
+        self.next_metrics = run.step + self.every
+
+    def finished(self, run: _Run) -> bool:
+        return bool(run.step >= self.target)
+
+    def advance(self, run: _Run, m: dict[str, Any]) -> tuple[int, bool, bool, bool]:
+        """Account a finished update: (env steps, at a metrics report, at an evaluation, at a reset)."""
+        counted = int(np.sum(m.pop(ENV_STEPS)))
+        now = run.step + counted
+        at_eval = now >= min(self.next_eval, self.target)
+        at_metrics = bool(self.every) and now >= self.next_metrics
+        while self.next_eval <= now:
+            self.next_eval += self.between
+        while self.every and self.next_metrics <= now:
+            self.next_metrics += self.every
+        return counted, at_metrics, at_eval, False
+
+
 def _loop(run: _Run, host: _Host) -> dict[str, float]:
     """Run the schedule: chunks of training steps, resets, reports, evaluations and checkpoints."""
-    c, per_update = run.c, run.agent.env_steps_per_update
-    sched = _Schedule.of(c, run.step, per_update)
+    c = run.c
+    clock = _CountedClock(c, run) if run.agent.counts_env_steps else _FixedClock(c, run)
     chunk_fn = _chunk_fn(run)
     repl = NamedSharding(run.mesh, P())
     metrics: dict[str, float] = {}
@@ -507,27 +566,26 @@ def _loop(run: _Run, host: _Host) -> dict[str, float]:
         metrics = host.evaluate(run.step, {})
         host.report(run.step, metrics)
     host.policy_params(run.step)
-    window, training_metrics, walltime, done = _Window(), {}, 0.0, 0
-    while done < sched.total:
+    window, training_metrics, walltime, first_chunk = _Window(), {}, 0.0, True
+    while not clock.finished(run):
         t0 = time.perf_counter()
-        first = jax.device_put(UInt64.from_int(sched.first_index + done), repl)
-        run.state, run.env_state, m = chunk_fn(
-            run.state, run.env_state, run.train_key, first, length=sched.chunk
-        )
+        first = jax.device_put(UInt64.from_int(run.index), repl)
+        state, env_state, key = run.state, run.env_state, run.train_key
+        run.state, run.env_state, m = chunk_fn(state, env_state, key, first, length=clock.chunk)
         m = jax.device_get(m)
         dt = time.perf_counter() - t0
-        if done == 0:
+        if first_chunk:
             logger.info("first chunk (compile + run) took %.1f s", dt)
+            first_chunk = False
         walltime += dt
-        _check_finite(m, run)
-        done += sched.chunk
-        run.step += sched.chunk * per_update
-        window.add(m, sched.chunk, dt)
-        training_metrics = window.metrics(walltime, per_update)
-        if c.num_resets_per_eval > 0 and done % sched.epoch == 0:
-            run.reset(sched.first_index + done)
-        at_metrics = bool(sched.metrics) and done % sched.metrics == 0
-        at_eval = done % sched.eval == 0
+        env_steps, at_metrics, at_eval, at_reset = clock.advance(run, m)
+        _check_finite(m, run, env_steps // clock.chunk)
+        run.index += clock.chunk
+        run.step += env_steps
+        window.add(m, clock.chunk, env_steps, dt)
+        training_metrics = window.metrics(walltime)
+        if clock.reset and at_reset:
+            run.reset(run.index)
         if at_metrics:
             host.report(run.step, training_metrics)
         if at_metrics or at_eval:
@@ -611,6 +669,7 @@ def train(
 
 __all__ = [
     "AXIS",
+    "ENV_STEPS",
     "NONFINITE",
     "NONFINITE_QUANTITIES",
     "Agent",

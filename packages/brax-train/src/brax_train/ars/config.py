@@ -73,8 +73,13 @@ def steps_per_rollout(c: ARSConfig) -> int:
     return c.episode_length // c.action_repeat
 
 
+COUNTS_ENV_STEPS = True
+"""A generation counts the env steps of running episodes only (`runner.Agent.counts_env_steps`)."""
+
+
 def env_steps_per_update(c: ARSConfig) -> int:
-    """Environment steps one generation steps (action repeats included; also after an early `done`)."""
+    """Environment steps one generation steps at most (action repeats included); the run counts only
+    those before each rollout's first `done`, as Google Brax does (`runner.Agent.counts_env_steps`)."""
     return num_rollouts(c) * steps_per_rollout(c) * c.action_repeat
 
 
@@ -112,6 +117,7 @@ def validate(c: ARSConfig, device_count: int) -> None:
 
 
 __all__ = [
+    "COUNTS_ENV_STEPS",
     "FIELDS",
     "ARSConfig",
     "ARSConfigError",

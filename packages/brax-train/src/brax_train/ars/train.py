@@ -22,6 +22,7 @@ from jax.sharding import NamedSharding
 from brax_train import networks, runner, running_statistics
 from brax_train.ars import networks as ars_networks
 from brax_train.ars.config import (
+    COUNTS_ENV_STEPS,
     ARSConfig,
     env_steps_per_update,
     merge,
@@ -132,6 +133,7 @@ def _make_agent(c: ARSConfig, setup: runner.Setup) -> runner.Agent[TrainingState
             "eval_scores_std": jnp.std(returns),
             "weights": jnp.mean(top_direction_mask(plus, minus, num_top).astype(jnp.float32)),
             "rollout_length": r.active_steps / rollouts,
+            runner.ENV_STEPS: _population.counted_steps(r, c.action_repeat),
             **r.metrics,
         }
         metrics[NONFINITE] = _population.nonfinite_code(returns, direction, params, normalizer)
@@ -148,6 +150,7 @@ def _make_agent(c: ARSConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         make_policy=ars_networks.make_inference_fn(net),
         env_steps_per_update=env_steps_per_update(c),
         warm_start=warm_start,
+        counts_env_steps=COUNTS_ENV_STEPS,
         meta={"agent": "ars", "network": description, "normalize_observations": c.normalize_observations},
     )
 

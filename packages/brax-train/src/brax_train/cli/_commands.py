@@ -124,10 +124,10 @@ def _train(
     if not dist.is_primary():  # process 0 alone reports and writes the run directory
         _run_agent(spec, env, c)
         return 0
+    agent = agents.spec(spec.agent)
+    final = runner.final_step(c, start, agent.env_steps_per_update(c), agent.counts_env_steps)
     log = reporting.MetricsLog(run.metrics, run.tensorboard)
     log.event("resume" if restore is not None else "start", start)
-    agent = agents.spec(spec.agent)
-    final = runner.final_step(c, start, agent.env_steps_per_update(c))
     progress = reporting.Progress(final, sys.stderr, start_step=start)
     last: dict[str, Any] = {"step": start, "metrics": {}}
 

@@ -208,6 +208,13 @@ def evaluate(
     return Rollouts(returns, total, state, metrics, jnp.sum(taken))
 
 
+def counted_steps(r: Rollouts, action_repeat: int) -> jax.Array:
+    """() int32 environment steps the rollouts count, as Google Brax's ES and ARS: those before each
+    rollout's first `done`, action repeats included (`runner.ENV_STEPS`)."""
+    steps: jax.Array = jnp.round(r.active_steps).astype(jnp.int32) * jnp.int32(action_repeat)
+    return steps
+
+
 def nonfinite_code(returns: jax.Array, update: Any, params: Any, normalizer: Any) -> jax.Array:
     """NaN-guard code (see `runner.NONFINITE`): 1 returns, 2 update direction, 3 parameters, 4 statistics.
 
@@ -229,6 +236,7 @@ __all__ = [
     "Act",
     "Moments",
     "Rollouts",
+    "counted_steps",
     "evaluate",
     "nonfinite_code",
     "perturb",

@@ -70,8 +70,13 @@ def steps_per_rollout(c: ESConfig) -> int:
     return c.episode_length // c.action_repeat
 
 
+COUNTS_ENV_STEPS = True
+"""A generation counts the env steps of running episodes only (`runner.Agent.counts_env_steps`)."""
+
+
 def env_steps_per_update(c: ESConfig) -> int:
-    """Environment steps one generation steps (action repeats included; also after an early `done`)."""
+    """Environment steps one generation steps at most (action repeats included); the run counts only
+    those before each rollout's first `done`, as Google Brax does (`runner.Agent.counts_env_steps`)."""
     return num_rollouts(c) * steps_per_rollout(c) * c.action_repeat
 
 
@@ -142,6 +147,7 @@ def validate(c: ESConfig, device_count: int) -> None:
 
 
 __all__ = [
+    "COUNTS_ENV_STEPS",
     "FIELDS",
     "ESConfig",
     "ESConfigError",

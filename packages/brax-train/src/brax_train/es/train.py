@@ -23,6 +23,7 @@ from brax_train import networks, runner, running_statistics
 from brax_train.es import _population, fitness
 from brax_train.es import networks as es_networks
 from brax_train.es.config import (
+    COUNTS_ENV_STEPS,
     ESConfig,
     env_steps_per_update,
     merge,
@@ -125,6 +126,7 @@ def _make_agent(c: ESConfig, setup: runner.Setup) -> runner.Agent[TrainingState,
             "eval_scores_std": jnp.std(returns),
             "weights": jnp.mean(weights),
             "rollout_length": r.active_steps / rollouts,
+            runner.ENV_STEPS: _population.counted_steps(r, c.action_repeat),
             **r.metrics,
         }
         metrics[NONFINITE] = _population.nonfinite_code(returns, ascent, params, normalizer)
@@ -143,6 +145,7 @@ def _make_agent(c: ESConfig, setup: runner.Setup) -> runner.Agent[TrainingState,
         make_policy=es_networks.make_inference_fn(net),
         env_steps_per_update=env_steps_per_update(c),
         warm_start=warm_start,
+        counts_env_steps=COUNTS_ENV_STEPS,
         meta={
             "agent": "es",
             "network": getattr(net, "description", None) or {"recordable": False, "notes": [_CUSTOM]},

@@ -234,3 +234,26 @@ def test_exposes_what_the_agent_registry_reads() -> None:
     assert es.ESConfig is ESConfig and es_config.validate is not None
     assert es.env_steps_per_update(ESConfig(population_size=4, episode_length=10, action_repeat=2)) == 80
     assert es.policy_from_checkpoint is policy_from_checkpoint and es.train is train
+
+
+class _OneStep(brax_envs.Wrapper):
+    """`fast` whose every episode ends after its first step."""
+
+    def step(self, state: brax_envs.State, action: jax.Array) -> brax_envs.State:
+        s = self.env.step(state, action)
+        return s.replace(done=jnp.ones_like(s.done))
+
+
+def test_counts_only_steps_before_done_as_brax() -> None:
+    """A generation counts the steps of running episodes (16 here, not STEP): 8 generations of 16."""
+    reports: list[tuple[int, dict[str, float]]] = []
+    train(
+        _OneStep(fast()),
+        **BASE,
+        num_timesteps=8 * 16,
+        num_evals=3,
+        run_evals=False,
+        progress_fn=lambda s, m: reports.append((s, dict(m))),
+    )
+    assert [s for s, _ in reports] == [64, 128]
+    assert all(m["training/rollout_length"] == 1.0 for _, m in reports)
