@@ -92,8 +92,9 @@ def test_ant_trains_with_randomized_friction_and_mass(result: dict[str, dict[str
 def test_once_per_run_draws_once_and_per_episode_redraws_at_resets(result: dict[str, dict[str, Any]]) -> None:
     assert result["run"]["draws"] == [NUM_ENVS]  # one eager draw, one System per env for the whole run
     r = result["episode"]
-    # Per episode: an eager check with 2 keys, the first reset's draw (one key per env), then one
-    # single-key draw per finished episode (restarts are computed in slices of ceil(8 / 16) = 1 env).
+    # Per episode: an eager check with 2 keys, the first reset's draw (one key per env, on each of
+    # the 2 devices for its half: the runner steps environments per device), then one single-key draw
+    # per finished episode (restarts are computed in slices of ceil(4 / 16) = 1 env).
     draws = r["draws"]
-    assert draws[:2] == [2, NUM_ENVS] and set(draws[2:]) == {1}
-    assert len(draws) - 2 == r["episodes"]
+    assert draws[:3] == [2, NUM_ENVS // 2, NUM_ENVS // 2] and set(draws[3:]) == {1}
+    assert len(draws) - 3 == r["episodes"]

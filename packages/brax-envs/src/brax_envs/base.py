@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 import brax_math
 import brax_physics
@@ -222,6 +222,10 @@ class PipelineEnv(Env):
       such steps back. A subclass `step` that calls `super().step` is checked again, which changes
       nothing.
     """
+
+    actions_scaled_to_ctrlrange: ClassVar[bool] = False
+    """True when `step` maps actions in [-1, 1] onto the actuators' ctrlrange (`action_space` is then
+    [-1, 1]); False when the actions are the actuator controls themselves."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wraps the subclass's own `step` and `reset` with the checks described above."""

@@ -206,6 +206,45 @@ def wrap_env(
     )
 
 
+class _PerDevice(brax_envs.Wrapper):
+    """The batched environment run as one program per device (`jax.shard_map` over `AXIS`).
+
+    Under automatic partitioning, a physics step's while loops (the constraint solver's iterations)
+    loop as long as any environment of the whole batch needs to, deciding that with a cross-device
+    reduction every iteration; per device, each device's loops end with its own environments and
+    nothing is communicated. Every state leaf is batched along axis 0 (checked when wrapping).
+    """
+
+    def __init__(self, env: brax_envs.Env, mesh: Mesh) -> None:
+        super().__init__(env)
+        split = P(AXIS)
+        # check_vma off: a step also outputs per-environment copies of model constants (contact
+        # pair data), which the replication checker cannot see as varying like their inputs.
+        self._reset = jax.shard_map(env.reset, mesh=mesh, in_specs=split, out_specs=split, check_vma=False)
+        self._step = jax.shard_map(
+            env.step, mesh=mesh, in_specs=(split, split), out_specs=split, check_vma=False
+        )
+
+    def reset(self, rng: jax.Array) -> brax_envs.State:
+        """Reset every environment, each device its own."""
+        state: brax_envs.State = self._reset(rng)
+        return state
+
+    def step(self, state: brax_envs.State, action: jax.Array) -> brax_envs.State:
+        """Step every environment, each device its own."""
+        out: brax_envs.State = self._step(state, action)
+        return out
+
+
+def per_device(env: brax_envs.Env, state_shape: brax_envs.State, num_envs: int, mesh: Mesh) -> brax_envs.Env:
+    """`env` (batched, `num_envs`) stepped per device when that is exact: every state leaf batched on
+    axis 0 and more than one device; else `env` itself."""
+    leaves = jax.tree.leaves(state_shape)
+    if mesh.devices.size == 1 or not all(x.ndim >= 1 and x.shape[0] == num_envs for x in leaves):
+        return env
+    return _PerDevice(env, mesh)
+
+
 def _env_shardings(tree: Any, num_envs: int, mesh: Mesh) -> Any:
     shard, repl = NamedSharding(mesh, P(AXIS)), NamedSharding(mesh, P())
     # Zero-size leaves (a model without contacts) leave a jitted chunk replicated whatever they
@@ -283,6 +322,9 @@ def _setup(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> _Run:
     env = wrap_env(environment, c, c.num_envs, key_rand, per_episode=c.randomize_per_episode)
     reset_keys = jax.random.split(key_reset0, c.num_envs)
     state_shape = jax.eval_shape(env.reset, reset_keys)
+    if c.randomization_fn is None or c.randomize_per_episode:
+        # (a once-per-run randomization closes over the batch of systems, which would not split)
+        env = per_device(env, state_shape, c.num_envs, mesh)
     env_shardings = _env_shardings(state_shape, c.num_envs, mesh)
     reset_fn = jax.jit(env.reset, out_shardings=env_shardings)
     env_state = reset_fn(jax.device_put(reset_keys, NamedSharding(mesh, P(AXIS))))
@@ -683,6 +725,7 @@ __all__ = [
     "local_devices",
     "log_devices",
     "mesh_devices",
+    "per_device",
     "run",
     "train",
     "wrap_env",

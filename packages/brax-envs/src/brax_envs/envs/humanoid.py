@@ -38,6 +38,8 @@ class Humanoid(PipelineEnv):
     External contact forces are not observed (as Brax).
     """
 
+    actions_scaled_to_ctrlrange = True
+
     def __init__(self, forward_reward_weight: float = 1.25, ctrl_cost_weight: float = 0.1,
                  healthy_reward: float = 5.0, terminate_when_unhealthy: bool = True,
                  healthy_z_range: tuple[float, float] = (1.0, 2.0), reset_noise_scale: float = 1e-2,

@@ -31,6 +31,8 @@ class HumanoidStandup(PipelineEnv):
     Reset: `q` and `qd` uniform in `[-reset_noise_scale, reset_noise_scale]` (0.01) around the lying pose.
     """
 
+    actions_scaled_to_ctrlrange = True
+
     def __init__(self, uph_cost_weight: float = 1.0, ctrl_cost_weight: float = 0.01,
                  reset_noise_scale: float = 1e-2, n_frames: int = 5, backend: str = "generalized",
                  debug: bool = False) -> None:

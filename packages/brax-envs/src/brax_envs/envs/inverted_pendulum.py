@@ -16,7 +16,8 @@ class InvertedPendulum(PipelineEnv):
     Physics step 0.02 s, `n_frames=2` (`dt` 0.04 s).
 
     - Observation (4): cart position, pole angle, cart velocity, pole angular velocity (`q`, `qd`).
-    - Action (1): cart force control in [-3, 3] (gear 100; the ctrlrange clamps it).
+    - Action (1): cart force in [-1, 1], mapped linearly onto the motor's ctrlrange [-3, 3] (gear 100),
+      as Google Brax does: a policy's whole action range reaches the whole force range.
 
     | reward term (`metrics`) | value |
     |---|---|
@@ -25,6 +26,8 @@ class InvertedPendulum(PipelineEnv):
     Terminates (`done=1`, `info['truncation']` 0) when `|pole angle| > 0.2` rad. Reset: `q` and `qd`
     uniform in `[-reset_noise_scale, reset_noise_scale]` (0.01).
     """
+
+    actions_scaled_to_ctrlrange = True
 
     def __init__(self, reset_noise_scale: float = 0.01, n_frames: int = 2, backend: str = "generalized",
                  debug: bool = False) -> None:
@@ -46,8 +49,9 @@ class InvertedPendulum(PipelineEnv):
                      metrics={"reward_survive": zero}, info={"truncation": zero})
 
     def step(self, state: State, action: jax.Array) -> State:
-        """Push the cart for `n_frames` physics steps."""
-        ps = self.pipeline_step(state.pipeline_state, jnp.asarray(action, jnp.float32))
+        """Map the action onto the ctrlrange and push the cart for `n_frames` physics steps."""
+        ctrl = _assets.scale_action(self.sys, jnp.asarray(action, jnp.float32))
+        ps = self.pipeline_step(state.pipeline_state, ctrl)
         obs = self._obs(ps)
         done = jnp.where(jnp.abs(obs[1]) > 0.2, 1.0, 0.0).astype(jnp.float32)
         reward = jnp.ones((), jnp.float32)

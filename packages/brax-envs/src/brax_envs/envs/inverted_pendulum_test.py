@@ -32,7 +32,7 @@ def test_matches_mujoco_and_reward(checked: tuple[InvertedPendulum, EnvCheck]) -
     assert np.all(np.abs(np.asarray(s0.pipeline_state.q)) <= 0.01)
     d.qpos[:], d.qvel[:] = np.asarray(s0.pipeline_state.q), np.asarray(s0.pipeline_state.qd)
     for a, s in zip(check.actions, check.states[1:], strict=True):
-        d.ctrl[:] = np.asarray(a)
+        d.ctrl[:] = 3.0 * np.asarray(a)  # [-1, 1] onto the ctrlrange [-3, 3] (MuJoCo clamps beyond)
         for _ in range(env.n_frames):
             mujoco.mj_step(m, d)
         np.testing.assert_allclose(s.pipeline_state.q, d.qpos, atol=1e-3)

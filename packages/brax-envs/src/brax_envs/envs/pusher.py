@@ -34,6 +34,8 @@ class Pusher(PipelineEnv):
     asset's joint order), pushed out to distance 0.17 from the goal when closer (as Brax); goal at 0.
     """
 
+    actions_scaled_to_ctrlrange = True
+
     def __init__(self, ctrl_cost_weight: float = 0.1, near_cost_weight: float = 0.5, n_frames: int = 5,
                  backend: str = "generalized", debug: bool = False) -> None:
         """Configure the reward weights and frames per step."""

@@ -14,7 +14,8 @@ back as fresh, writable NumPy arrays.
 - Spaces: observations are `Box(-inf, inf, shape, float32)` (a `Dict` of such boxes for dict
   observations); actions are `Box(low, high, (action_size,), float32)` with `low`/`high` from the
   system's `actuator_ctrlrange` for limited actuators (unbounded for unlimited ones), or `[-1, 1]`
-  for environments without a `brax_physics.System` (or whose action is not the actuator controls).
+  for environments without a `brax_physics.System`, whose action is not the actuator controls, or
+  that map actions in [-1, 1] onto the ctrlrange (`PipelineEnv.actions_scaled_to_ctrlrange`).
 - `info` holds the environment's `metrics` (reward terms, diagnostics); the vector adapter adds
   Gymnasium's `_name` masks (always True).
 """
@@ -69,7 +70,7 @@ def action_space(env: Env) -> spaces.Box[np.float32]:
     except AttributeError:  # pipeline-free environments (e.g. `fast`) have no System
         sys = None
     # Only when actions are the actuator controls does the ctrlrange describe them.
-    if sys is not None and sys.nu == n:
+    if sys is not None and sys.nu == n and not getattr(env, "actions_scaled_to_ctrlrange", False):
         ctrlrange = np.asarray(sys.actuator_ctrlrange, np.float32).reshape(n, 2)
         limited = np.asarray(sys.actuator_ctrllimited, bool).reshape(n)
         # Unlimited actuators accept any control; an unbounded side says so honestly.

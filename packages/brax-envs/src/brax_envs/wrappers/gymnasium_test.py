@@ -20,8 +20,8 @@ from brax_envs.base import PipelineEnv, State
 from brax_envs.envs import Fast
 from brax_envs.wrappers.gymnasium import GymWrapper, VectorGymWrapper, action_space, observation_space
 
-# Warnings check_env raises about choices made on purpose: observations are unbounded, and
-# inverted_pendulum's actions keep the env's own [-3, 3] ctrlrange rather than a normalized range.
+# Warnings check_env raises about choices made on purpose: observations are unbounded, and an
+# environment whose actions are its controls keeps their ctrlrange rather than a normalized range.
 _EXPECTED_WARNINGS = ("space minimum value is -infinity", "space maximum value is infinity",
                       "we recommend using a symmetric and normalized space")
 
@@ -101,7 +101,10 @@ def test_import_does_not_load_gymnasium() -> None:
 def test_spaces() -> None:
     ip = brax_envs.get_environment("inverted_pendulum")
     assert observation_space(ip) == gymnasium.spaces.Box(-np.inf, np.inf, (4,), np.float32)
-    assert action_space(ip) == gymnasium.spaces.Box(-3.0, 3.0, (1,), np.float32)
+    # [-1, 1], which its step maps onto the ctrlrange [-3, 3]
+    assert action_space(ip) == gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    humanoid = brax_envs.get_environment("humanoid")
+    assert action_space(humanoid) == gymnasium.spaces.Box(-1.0, 1.0, (17,), np.float32)
     assert action_space(Fast()) == gymnasium.spaces.Box(-1.0, 1.0, (1,), np.float32)
     space = action_space(_Unlimited())
     np.testing.assert_array_equal(space.low, [-2.0, -np.inf])
