@@ -467,10 +467,12 @@ def test_randomize_per_episode_draws_inside_training_and_evaluates_once_per_run(
         randomize_per_episode=True,
         network_factory={"policy_hidden_layer_sizes": (4,), "value_hidden_layer_sizes": (4,)},
     )
-    # Training: one eager check with 2 keys, then draws traced inside the jitted reset (4 keys) and
-    # auto-resets (restart slices of ceil(4 / 16) = 1 env). Evaluation: one eager draw of 2 systems.
+    # Training: one eager check with 2 keys, then draws traced inside the reset (4 keys for the whole
+    # batch's abstract state, 2 in the per-device reset on each of conftest.py's 2 devices) and
+    # auto-resets (restart slices of ceil(2 / 16) = 1 env). Evaluation: one eager draw of 2 systems.
+    assert jax.local_device_count() == 2
     assert calls[0] == (2, False) and calls.count((2, False)) == 2
-    assert {n for n, traced in calls if traced} == {4, 1}
+    assert {n for n, traced in calls if traced} == {4, 2, 1}
     assert not any(n not in (2, 4, 1) for n, _ in calls)
     assert np.isfinite(metrics["eval/episode_reward"])
     assert sum(m.get("episode/count", 0.0) for m in progress) > 0  # training episodes ended and restarted
