@@ -5,6 +5,7 @@
   devices' partial results in another order than the in-process one (measured: at most 6e-8 apart).
 - The 2-process run's checkpoint resumes in 1 process with 2 devices, and lands where the 1 x 4 run
   resumed in 1 x 4 lands (within 1e-6).
+- SAC (its replay buffer sharded over every process's devices) agrees the same way.
 - One process killed (SIGKILL) mid-run: the other exits within 60 s with `EXIT_PEER_LOST` and an
   error naming the lost process and the last complete checkpoint, which stays intact.
 """
@@ -131,3 +132,15 @@ def test_killed_process_stops_the_other(tmp_path: pathlib.Path) -> None:
     named = out.split("last complete checkpoint: ")[1].split()[0]
     checkpoint.verify(pathlib.Path(named))
     assert checkpoint.resolve(run_dir / "checkpoints") == pathlib.Path(named)
+
+
+def test_sac_replay_buffer_shards_across_processes(tmp_path: pathlib.Path) -> None:
+    """SAC's replay buffer lives sharded over all 4 devices: 2 x 2 trains what 1 x 4 trains."""
+    sac = "--agent sac --env fast --num-timesteps 64 --num-envs 4 --set batch_size=8 --set min_replay_size=8"
+    sac += " --set max_replay_size=64 --set network_factory.hidden_layer_sizes=[8] --set num_evals=2"
+    sac += " --set num_eval_envs=2 --set episode_length=16 --no-replay"
+    train = ["train", *sac.split()]
+    _two_processes([*train, "--run-dir", str(tmp_path / "two")])
+    _finish([_start([*train, "--run-dir", str(tmp_path / "one")], 4)])
+    assert checkpoint.read_meta(checkpoint.resolve(tmp_path / "two"))["agent"] == "sac"
+    _assert_close(checkpoint.resolve(tmp_path / "two"), checkpoint.resolve(tmp_path / "one"))
