@@ -33,15 +33,6 @@ DEFAULT_PEER_TIMEOUT_S = 20.0
 _PREFIX = "brax_train/alive/"
 
 
-class PeerLostError(RuntimeError):
-    """A process of a multi-process run stopped responding; the message names it and the last checkpoint."""
-
-    def __init__(self, message: str, lost: Sequence[int]) -> None:
-        """`lost`: the process indices that are gone."""
-        super().__init__(message)
-        self.lost = tuple(lost)
-
-
 def is_primary() -> bool:
     """Whether this is process 0, the one that evaluates, reports and writes checkpoints and run files."""
     return jax.process_index() == 0
@@ -204,7 +195,6 @@ def to_host(tree: Any) -> Any:
 __all__ = [
     "DEFAULT_PEER_TIMEOUT_S",
     "EXIT_PEER_LOST",
-    "PeerLostError",
     "barrier",
     "describe_loss",
     "initialize",

@@ -171,8 +171,6 @@ def _run_agent(spec: RunSpec, env: Any, c: Any, see: str = "") -> runner.TrainRe
         raise UsageError(one_line(str(e))) from None
     except runner.NonFiniteError as e:
         raise CommandError(f"{one_line(str(e))}{see}") from None
-    except dist.PeerLostError as e:
-        raise CommandError(one_line(str(e))) from None
 
 
 def _finish(run: RunDir, spec: RunSpec, env: Any, replay: bool, policy: Any = None) -> None:
