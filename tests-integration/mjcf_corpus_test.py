@@ -1,0 +1,121 @@
+"""Every MJCF shipped by dm_control (suite/) and Gymnasium (MuJoCo assets) runs like MuJoCo C.
+
+Models nobody on this project wrote: each loads through MuJoCo's compiler, stays finite for 2 s of
+simulated time under sinusoidal controls inside its control range, and tracks MuJoCo's qpos within
+5e-3 over the first 0.1 s under the same controls (float32 against MuJoCo's float64). A model that
+needs a collision pair or friction cone of the geometry issue (#18) is marked as waiting on it,
+naming the pair; its load must still fail with exactly that message, so this table has to shrink
+when the pair lands. No model is skipped for any other reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import brax_physics as bp
+import dm_control
+import gymnasium
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+SUITE = Path(os.path.dirname(dm_control.__file__)) / "suite"
+GYM = Path(os.path.dirname(gymnasium.__file__)) / "envs" / "mujoco" / "assets"
+MODELS = {
+    **{f"dm_control/{p.stem}": p for p in sorted(SUITE.glob("*.xml"))},
+    **{f"gymnasium/{p.stem}": p for p in sorted(GYM.glob("*.xml"))},
+}
+FINITE_SECONDS = 2.0
+TRACK_SECONDS = 0.1
+QPOS_TOL = 5e-3
+
+# Models waiting on the geometry issue (#18), by the start of the load error they give today.
+WAITING = {
+    "dm_control/finger": "unsupported collision pair capsule-cylinder between geoms 'cap1' and "
+                         "'proximal_decoration'",
+    "dm_control/fish": "unsupported collision pair sphere-ellipsoid between geoms 'target' and 'eye'",
+    "dm_control/humanoid_CMU": "unsupported collision pair capsule-ellipsoid between geoms 'root_geom' "
+                               "and 'lhand'",
+    "dm_control/manipulator": "option: cone=elliptic is not supported with contacts",
+    "dm_control/stacker": "option: cone=elliptic is not supported with contacts",
+    "gymnasium/pusher": "unsupported collision pair capsule-cylinder between geoms #13 and #19",
+    "gymnasium/pusher_v5": "unsupported collision pair capsule-cylinder between geoms #13 and #18",
+}
+
+pytestmark = pytest.mark.slow
+
+
+def _controls(m: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mid, amplitude, frequency) (nu,) of each actuator's sinusoidal control, inside its ctrlrange."""
+    rng = np.asarray(m.actuator_ctrlrange, np.float64).reshape(m.nu, 2)
+    limited = np.asarray(m.actuator_ctrllimited, bool)
+    mid = np.where(limited, rng.mean(axis=1), 0.0)
+    # 90% of the half range keeps the control strictly inside it; unlimited actuators swing +-1
+    amp = np.where(limited, 0.45 * (rng[:, 1] - rng[:, 0]), 1.0)
+    freq = 0.5 + 0.37 * np.arange(m.nu)  # distinct frequencies (Hz) excite different modes
+    return mid, amp, freq
+
+
+def _ctrl(mid: np.ndarray, amp: np.ndarray, freq: np.ndarray, t: float) -> np.ndarray:
+    return mid + amp * np.sin(2 * np.pi * freq * t)
+
+
+def _ours(sys: bp.System, m: mujoco.MjModel, steps: int) -> np.ndarray:
+    """(steps, nq) our qpos after each step under the sinusoidal controls."""
+    mid, amp, freq = (jnp.asarray(x, jnp.float32) for x in _controls(m))
+
+    @jax.jit
+    def rollout(state: bp.State) -> jax.Array:
+        def body(s: bp.State, _: None) -> tuple[bp.State, jax.Array]:
+            s = bp.step(sys, s, mid + amp * jnp.sin(2 * jnp.pi * freq * s.time))
+            return s, s.q
+
+        return jax.lax.scan(body, state, None, length=steps)[1]
+
+    return np.asarray(rollout(bp.init(sys)), np.float64)
+
+
+def _mujoco(m: mujoco.MjModel, steps: int) -> np.ndarray:
+    """(steps, nq) MuJoCo's qpos after each step under the same controls."""
+    d = mujoco.MjData(m)
+    mid, amp, freq = _controls(m)
+    out = np.zeros((steps, m.nq))
+    for i in range(steps):
+        d.ctrl[:] = _ctrl(mid, amp, freq, d.time)
+        mujoco.mj_step(m, d)
+        out[i] = d.qpos
+    return out
+
+
+def test_the_corpus_is_there() -> None:
+    # the PyPI packages moved their assets before: an empty glob must not pass silently
+    assert sum(k.startswith("dm_control/") for k in MODELS) >= 19, sorted(MODELS)
+    assert sum(k.startswith("gymnasium/") for k in MODELS) >= 14, sorted(MODELS)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_runs_like_mujoco(name: str) -> None:
+    path = MODELS[name]
+    if name in WAITING:
+        with pytest.raises(ValueError, match=re.escape(WAITING[name])):
+            bp.load_mjcf(path)
+        pytest.xfail(f"waiting on the geometry issue (#18): {WAITING[name]}")
+    sys = bp.load_mjcf(path)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    dt = float(m.opt.timestep)
+    steps = round(FINITE_SECONDS / dt)
+    q = _ours(sys, m, steps)
+    bad = np.flatnonzero(~np.all(np.isfinite(q), axis=1))
+    assert bad.size == 0, f"{name}: qpos is not finite from step {bad[0] if bad.size else -1} on"
+    track = max(1, round(TRACK_SECONDS / dt))
+    want = _mujoco(m, track)
+    err = np.abs(q[:track] - want)
+    worst = np.unravel_index(np.argmax(err), err.shape) if err.size else (0, 0)
+    assert err.size == 0 or err.max() < QPOS_TOL, (
+        f"{name}: qpos[{worst[1]}] differs from MuJoCo by {err.max():.3g} at step {worst[0]} "
+        f"(tolerance {QPOS_TOL})"
+    )
