@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from typing import Any
+from xml.etree import ElementTree
 
 import jax
 import jax.numpy as jnp
@@ -280,10 +281,9 @@ def test_rangefinders_match_mujoco_over_a_trajectory() -> None:
 
 def _quadruped_rangefinders() -> Any:
     """dm_control's quadruped (escape task's rangefinders, flat floor), without the parts we refuse."""
-    from dm_control.suite import common, quadruped
-    from lxml import etree
-
-    root = etree.XML(quadruped.make_model(floor_size=40, terrain=False, rangefinders=True))
+    quadruped = pytest.importorskip("dm_control.suite.quadruped")
+    common = pytest.importorskip("dm_control.suite.common")
+    root = ElementTree.fromstring(quadruped.make_model(floor_size=40, terrain=False, rangefinders=True))
     for tag in ("tendon", "equality", "actuator"):
         for el in root.findall(tag):
             root.remove(el)
@@ -291,10 +291,11 @@ def _quadruped_rangefinders() -> Any:
         geom.set("contype", "0")
         geom.set("conaffinity", "0")
     sensors = root.find("sensor")
+    assert sensors is not None
     for el in list(sensors):
         if el.tag != "rangefinder":
             sensors.remove(el)
-    return mujoco.MjModel.from_xml_string(etree.tostring(root).decode(), common.ASSETS)
+    return mujoco.MjModel.from_xml_string(ElementTree.tostring(root, encoding="unicode"), common.ASSETS)
 
 
 def test_quadruped_rangefinders_match_mujoco() -> None:
