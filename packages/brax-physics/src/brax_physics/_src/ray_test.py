@@ -13,13 +13,14 @@ import numpy as np
 import pytest
 
 import brax_physics as bp
-from brax_physics._src import ray
+from brax_physics._src import ray, sensor
 
 # One geom of each primitive type, each in its own group (group = its index in `ray.PRIMITIVES`),
 # so mj_ray's geomgroup mask can single out one type. Sizes and positions are dyadic (exact in
 # float32); the orientations are arbitrary. The plane is finite (rays beyond 0.75 x 0.5 miss it).
 GEOMS = """
 <mujoco>
+  <default><geom contype="0" conaffinity="0"/></default>
   <worldbody>
     <geom name="plane" type="plane" size="0.75 0.5 0.1" pos="0 0 -0.5" euler="10 -20 30" group="0"/>
     <body name="b" pos="0.25 -0.125 0.5" euler="15 25 -40">
@@ -98,7 +99,7 @@ def test_nearest_geom_wins_in_float32() -> None:
     # Rays among all six geoms through our own kinematics (float32), as `bp.State` gives them.
     m, d = _geoms()
     sys = bp.from_mjmodel(m)
-    state = bp.init(sys)
+    state = jax.jit(bp.init)(sys)
     pnt, vec = [], []
     for g in range(m.ngeom):
         p, v = _rays(m, d, g, 60, seed=100 + g)
@@ -175,6 +176,7 @@ def test_ray_respects_bodyexclude_static_visibility_and_groups() -> None:
     xml = """
     <mujoco>
       <asset><material name="ghost" rgba="1 1 1 0"/></asset>
+      <default><geom contype="0" conaffinity="0"/></default>
       <worldbody>
         <geom name="floor" type="plane" size="0 0 1" group="2"/>
         <geom name="hidden" type="box" size="1 1 0.1" pos="0 0 0.5" rgba="1 0 0 0"/>
@@ -191,7 +193,7 @@ def test_ray_respects_bodyexclude_static_visibility_and_groups() -> None:
     d = mujoco.MjData(m)
     mujoco.mj_forward(m, d)
     sys = bp.from_mjmodel(m)
-    state = bp.init(sys)
+    state = jax.jit(bp.init)(sys)
     lid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "lid")
     pnt, vec = np.array([0.1, 0.2, 2.0]), np.array([0.0, 0.0, -1.0])
     cases = [(None, 1, -1), (None, 1, lid), (None, 0, lid), ((1, 1, 0, 0, 0, 1), 1, -1),
@@ -277,6 +279,16 @@ def test_rangefinders_match_mujoco_over_a_trajectory() -> None:
     dist_only = [m.sensor_adr[i] for i in range(m.nsensor)
                  if m.sensor_type[i] == mujoco.mjtSensor.mjSENS_RANGEFINDER and m.sensor_intprm[i, 0] == 1]
     assert seen[dist_only, 0].any() and seen[dist_only, 1].sum() >= 3, seen[dist_only]
+    # gradients of every rangefinder value with respect to the body and geom frames are finite,
+    # misses included (the last state has both)
+    t = int(mujoco.mjtSensor.mjSENS_RANGEFINDER)
+
+    def total(xpos: jax.Array, geom_xpos: jax.Array) -> jax.Array:
+        fwd = state.replace(x=state.x.replace(pos=xpos), geom_xpos=geom_xpos)
+        return jnp.sum(sensor.position(sys, fwd)[t])
+
+    grads = jax.grad(total, argnums=(0, 1))(state.x.pos, state.geom_xpos)
+    assert all(np.all(np.isfinite(np.asarray(g))) for g in grads) and np.any(np.asarray(grads[1]) != 0)
 
 
 def _quadruped_rangefinders() -> Any:
