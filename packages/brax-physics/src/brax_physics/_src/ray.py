@@ -257,9 +257,10 @@ def ray(sys: System, state: State, pnt: jax.Array, vec: jax.Array, geomgroup: tu
         flg_static: bool = True, bodyexclude: int = -1) -> Hit:
     """The nearest geom surface the ray `pnt + x vec` (x >= 0) meets in `state` (MuJoCo mj_ray).
 
-    `pnt`, `vec` (3,) in the world frame (vec nonzero; vmap for many rays); `geomgroup`,
-    `flg_static` and `bodyexclude` choose the geoms as in `candidates` (static). Uses the state's
-    geom frames (`geom_xpos`, `geom_xmat`), so call it on a state after `init` or `step`.
+    `pnt`, `vec` (3,) in the world frame (vmap for many rays; a zero `vec`, which MuJoCo refuses,
+    hits nothing here); `geomgroup`, `flg_static` and `bodyexclude` choose the geoms as in
+    `candidates` (static: close over them under jit). Uses the state's geom frames (`geom_xpos`,
+    `geom_xmat`), so call it on a state after `init` or `step`.
     """
     seen = candidates(sys, geomgroup, flg_static, bodyexclude)[None, :]
     hit = cast(sys, state.geom_xpos, state.geom_xmat, pnt[None, :], vec[None, :], seen)

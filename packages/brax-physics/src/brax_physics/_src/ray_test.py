@@ -107,7 +107,7 @@ def test_nearest_geom_wins_in_float32() -> None:
         vec.append(v)
     pnt_, vec_ = np.concatenate(pnt), np.concatenate(vec)
     want_d, want_g, want_n = _mj_ray(m, d, pnt_, vec_, None)
-    cast = jax.jit(jax.vmap(lambda p, v: ray.ray(sys, state, p, v)))
+    cast = jax.jit(jax.vmap(lambda p, v: bp.ray(sys, state, p, v)))
     hit = cast(jnp.asarray(pnt_, jnp.float32), jnp.asarray(vec_, jnp.float32))
     got_d, got_g = np.asarray(hit.dist), np.asarray(hit.geomid)
     # float32 can flip a ray that grazes an edge or a silhouette: allow a few, compare the rest
@@ -203,7 +203,7 @@ def test_ray_respects_bodyexclude_static_visibility_and_groups() -> None:
         mask = None if group is None else np.asarray(group, np.uint8)
         g = np.zeros(1, np.int32)
         want = mujoco.mj_ray(m, d, pnt, vec, mask, static, exclude, g, None)
-        hit = ray.ray(sys, state, jnp.asarray(pnt, jnp.float32), jnp.asarray(vec, jnp.float32), group,
+        hit = bp.ray(sys, state, jnp.asarray(pnt, jnp.float32), jnp.asarray(vec, jnp.float32), group,
                       bool(static), exclude)
         assert int(hit.geomid) == int(g[0]), (group, static, exclude)
         np.testing.assert_allclose(float(hit.dist), want, rtol=1e-6)
