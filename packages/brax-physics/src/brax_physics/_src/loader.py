@@ -23,6 +23,7 @@ from mujoco import (
     mjtTrn,
 )
 
+from brax_physics._src import ray
 from brax_physics._src.collision.pairs import PairGroup, collision_pairs
 from brax_physics._src.mjenum import keyword
 from brax_physics._src.options_check import emit_option_warnings
@@ -191,11 +192,38 @@ def _unsupported_sensors(m: Any) -> list[str]:
                 if int(typ) not in ok:
                     kind = keyword(mjtObj, int(typ))
                     errs.append(f"{where}: {what}={kind} is not supported (body, xbody, geom, site)")
+        if t == mjtSensor.mjSENS_RANGEFINDER:
+            errs += _unsupported_rangefinder(m, i, where)
         if t in _ACTUATOR_SENSORS and m.sensor_dim[i] != 1:
             errs.append(f"{where}: actuators with {m.sensor_dim[i]} outputs are not supported")
         if m.sensor_delay[i] != 0 or m.sensor_interval[i, 0] != 0 or np.any(m.sensor_history[i] != 0):
             errs.append(f"{where}: sensor delay/interval/history is not supported")
     return errs
+
+
+def _unsupported_rangefinder(m: Any, i: int, where: str) -> list[str]:
+    """Messages for rangefinder `i`: on a camera, or able to hit geoms rays cannot intersect here."""
+    if m.sensor_objtype[i] != mjtObj.mjOBJ_SITE:
+        return [f"{where}: rangefinders on a {keyword(mjtObj, int(m.sensor_objtype[i]))} are not supported "
+                "(only on a site)"]
+    body = np.asarray(m.geom_bodyid, np.int32)
+    seen = ray.keep(body, _geom_visible(m), np.asarray(m.body_weldid, np.int32)[body],
+                    np.asarray(m.geom_group, np.int32), None, True, int(m.site_bodyid[m.sensor_objid[i]]))
+    geom = _namer(m, mjtObj.mjOBJ_GEOM, "geom")
+    return [f"{where}: rays against {geom(int(g))} of type {keyword(mujoco.mjtGeom, int(m.geom_type[g]))} "
+            f"are not supported (only {', '.join(keyword(mujoco.mjtGeom, int(t)) for t in ray.PRIMITIVES)})"
+            for g in np.flatnonzero(seen) if int(m.geom_type[g]) not in ray.PRIMITIVES]
+
+
+def _geom_visible(m: Any) -> np.ndarray:
+    """(ngeom,) bool: MuJoCo's rays see the geom (alpha of its material's rgba, else its own, nonzero)."""
+    mat = np.asarray(m.geom_matid, np.int64)
+    alpha = np.asarray(m.geom_rgba, np.float64).reshape(m.ngeom, 4)[:, 3]
+    if m.nmat:
+        mat_alpha = np.asarray(m.mat_rgba, np.float64).reshape(m.nmat, 4)[np.maximum(mat, 0), 3]
+        alpha = np.where(mat >= 0, mat_alpha, alpha)
+    out: np.ndarray = alpha != 0
+    return out
 
 
 def _pairs_or_empty(m: Any) -> tuple[PairGroup, ...]:
@@ -284,6 +312,7 @@ def from_mjmodel(m: Any) -> System:
         geom_type=_ints(m.geom_type), geom_bodyid=_ints(m.geom_bodyid), geom_contype=_ints(m.geom_contype),
         geom_conaffinity=_ints(m.geom_conaffinity), geom_condim=_ints(m.geom_condim),
         geom_priority=_ints(m.geom_priority), geom_dataid=_ints(m.geom_dataid),
+        geom_group=_ints(m.geom_group), geom_visible=_bools(_geom_visible(m)),
         actuator_trntype=_ints(m.actuator_trntype),
         actuator_trnid=tuple((int(a), int(b)) for a, b in np.asarray(m.actuator_trnid).reshape(m.nu, 2)),
         actuator_dyntype=_ints(m.actuator_dyntype), actuator_gaintype=_ints(m.actuator_gaintype),
@@ -295,6 +324,7 @@ def from_mjmodel(m: Any) -> System:
         sensor_objtype=_ints(m.sensor_objtype), sensor_objid=_ints(m.sensor_objid),
         sensor_reftype=_ints(m.sensor_reftype), sensor_refid=_ints(m.sensor_refid),
         sensor_dim=_ints(m.sensor_dim), sensor_adr=_ints(m.sensor_adr),
+        sensor_intprm=tuple(_ints(r) for r in np.asarray(m.sensor_intprm).reshape(m.nsensor, mujoco.mjNSENS)),
         contact_pairs=pairs,
         body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),
         geom_names=_names(m, obj.mjOBJ_GEOM, m.ngeom), actuator_names=_names(m, obj.mjOBJ_ACTUATOR, m.nu),

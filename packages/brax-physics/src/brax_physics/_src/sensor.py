@@ -20,9 +20,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from brax_math import force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat, rotate
-from mujoco import mjtDataType, mjtDisableBit, mjtGeom, mjtObj, mjtSameFrame, mjtSensor, mjtStage
+from mujoco import (
+    mjtDataType,
+    mjtDisableBit,
+    mjtObj,
+    mjtRayDataField,
+    mjtSameFrame,
+    mjtSensor,
+    mjtStage,
+)
 
-from brax_physics._src import constraint
+from brax_physics._src import constraint, ray
 from brax_physics._src.com import mm
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.state import State
@@ -34,7 +42,7 @@ _S = mjtSensor
 POS_TYPES = (
     _S.mjSENS_MAGNETOMETER, _S.mjSENS_JOINTPOS, _S.mjSENS_ACTUATORPOS, _S.mjSENS_BALLQUAT, _S.mjSENS_FRAMEPOS,
     _S.mjSENS_FRAMEQUAT, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS, _S.mjSENS_FRAMEZAXIS,
-    _S.mjSENS_SUBTREECOM, _S.mjSENS_CLOCK, _S.mjSENS_JOINTLIMITPOS,
+    _S.mjSENS_SUBTREECOM, _S.mjSENS_CLOCK, _S.mjSENS_JOINTLIMITPOS, _S.mjSENS_RANGEFINDER,
 )
 """Position-stage sensor types computed here."""
 VEL_TYPES = (
@@ -63,7 +71,13 @@ _RNE_POST = (_S.mjSENS_ACCELEROMETER, _S.mjSENS_FORCE, _S.mjSENS_TORQUE, _S.mjSE
              _S.mjSENS_FRAMEANGACC)
 
 Values = dict[int, jax.Array]
-"""Sensor values of one or more stages: `mjtSensor` code -> (n, dim) for that type's sensors."""
+"""Sensor values of one or more stages: `mjtSensor` code -> (n, dim) for that type's sensors
+(rangefinders, whose dims differ: their values concatenated, sensor by sensor)."""
+
+_R = mjtRayDataField
+RAY_FIELDS = ((_R.mjRAYDATA_DIST, 1), (_R.mjRAYDATA_DIR, 3), (_R.mjRAYDATA_ORIGIN, 3),
+              (_R.mjRAYDATA_POINT, 3), (_R.mjRAYDATA_NORMAL, 3), (_R.mjRAYDATA_DEPTH, 1))
+"""Rangefinder data fields and their widths, in sensordata order (bits of `sensor_intprm[i][0]`)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -274,6 +288,38 @@ def _limit_rows(sys: System, fwd: State,
     return row, active, over, sign
 
 
+def rangefinder_candidates(sys: System, sites: np.ndarray) -> np.ndarray:
+    """(n, ngeom) bool: the geoms the rangefinders on `sites` can hit (MuJoCo's mj_ray with no group
+    mask, static geoms included and the site's own body excluded)."""
+    body = np.asarray(sys.site_bodyid, np.int32)[sites]
+    return np.stack([ray.candidates(sys, None, True, int(b)) for b in body]).reshape(len(sites), sys.ngeom)
+
+
+def _rangefinder(sys: System, fwd: State, ids: np.ndarray) -> jax.Array:
+    """Values of site rangefinders `ids`, concatenated: the ray from the site along its +z axis."""
+    sites = np.asarray(sys.sensor_objid, np.int32)[ids]
+    spec = np.asarray([sys.sensor_intprm[i][0] for i in ids], np.int64)
+    origin, mat = site_frames(sys, fwd, sites)
+    vec = mat[:, :, 2]
+    hit = ray.cast(sys, fwd.geom_xpos, fwd.geom_xmat, origin, vec, rangefinder_candidates(sys, sites),
+                   normals=bool(np.any(spec & (1 << int(_R.mjRAYDATA_NORMAL)))))
+    dist = hit.dist[:, None]
+    on = dist >= 0
+    # every field for every sensor (MuJoCo's fill_raydata; a site's depth is its distance), then each
+    # sensor's fields by its bit mask
+    fields = {
+        _R.mjRAYDATA_DIST: dist, _R.mjRAYDATA_DIR: jnp.where(on, vec, 0.0), _R.mjRAYDATA_ORIGIN: origin,
+        _R.mjRAYDATA_POINT: jnp.where(on, origin + dist * vec, 0.0), _R.mjRAYDATA_NORMAL: hit.normal,
+        _R.mjRAYDATA_DEPTH: dist,
+    }
+    every = jnp.concatenate([fields[f] for f, _ in RAY_FIELDS], axis=1)
+    width = sum(w for _, w in RAY_FIELDS)
+    starts = np.cumsum([0] + [w for _, w in RAY_FIELDS])
+    cols = [np.concatenate([k * width + starts[j] + np.arange(w) for j, (f, w) in enumerate(RAY_FIELDS)
+                            if spec[k] & (1 << int(f))]) for k in range(ids.size)]
+    return every.reshape(-1)[np.concatenate(cols).astype(np.int32)]
+
+
 def position(sys: System, fwd: State) -> Values:
     """Values of the position-stage sensors (MuJoCo mj_sensorPos)."""
     out: Values = {}
@@ -312,6 +358,8 @@ def position(sys: System, fwd: State) -> Values:
         elif t == _S.mjSENS_JOINTLIMITPOS:
             _, active, over, _ = _limit_rows(sys, fwd, ids)
             out[t] = jnp.where(active, over, 0.0)[:, None]
+        elif t == _S.mjSENS_RANGEFINDER:
+            out[t] = _rangefinder(sys, fwd, ids)
     return out
 
 
@@ -420,68 +468,6 @@ def cfrc_int(sys: System, fwd: State, cvel: jax.Array, cacc_: jax.Array) -> jax.
     return mm(jnp.asarray(st.subtree), body - cfrc_ext(sys, fwd))
 
 
-def _ray_quad(a: jax.Array, b: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Roots x0 <= x1 of a x² + 2 b x + c = 0, both -1 without real ones (MuJoCo ray_quad)."""
-    det = b * b - a * c
-    ok = (det >= 0) & (a >= MINVAL)
-    sq = jnp.sqrt(jnp.where(ok, det, 0.0))
-    a_ = jnp.where(ok, a, 1.0)
-    return jnp.where(ok, (-b - sq) / a_, -1.0), jnp.where(ok, (-b + sq) / a_, -1.0)
-
-
-def _dot(x: jax.Array, y: jax.Array) -> jax.Array:
-    return jnp.sum(x * y, axis=-1)
-
-
-def _first(roots: tuple[jax.Array, jax.Array]) -> jax.Array:
-    """The smallest non-negative root, or a negative number if none (what MuJoCo's ray_quad returns)."""
-    x0, x1 = roots
-    return jnp.where(x0 >= 0, x0, x1)
-
-
-def _ray_hits(geom: int, size: jax.Array, p: jax.Array, v: jax.Array) -> jax.Array:
-    """bool (...): the ray from p along v (site frame, (..., 3)) meets a `geom`-type site (mju_rayGeom >= 0).
-
-    `size` (..., 3) is the site's size. A ray starting inside the solid meets its surface.
-    """
-    r, h = size[..., 0], size[..., 1]
-    if geom in (mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_ELLIPSOID):
-        s = 1.0 / (size * size) if geom == mjtGeom.mjGEOM_ELLIPSOID else 1.0 / (size[..., :1] * size[..., :1])
-        return _first(_ray_quad(_dot(s * v, v), _dot(s * v, p), _dot(s * p, p) - 1.0)) >= 0
-    hit = jnp.zeros(p.shape[:-1], bool)
-    if geom in (mjtGeom.mjGEOM_CAPSULE, mjtGeom.mjGEOM_CYLINDER):
-        # round side, between the flat ends (MuJoCo checks only the nearest crossing)
-        x = _first(_ray_quad(v[..., 0] ** 2 + v[..., 1] ** 2, v[..., 0] * p[..., 0] + v[..., 1] * p[..., 1],
-                             p[..., 0] ** 2 + p[..., 1] ** 2 - r * r))
-        hit = (x >= 0) & (jnp.abs(p[..., 2] + x * v[..., 2]) <= h)
-    if geom == mjtGeom.mjGEOM_CAPSULE:
-        for end in (1.0, -1.0):  # hemispherical caps
-            q = jnp.concatenate([p[..., :2], (p[..., 2] - end * h)[..., None]], axis=-1)
-            for x in _ray_quad(_dot(v, v), _dot(v, q), _dot(q, q) - r * r):
-                hit = hit | ((x >= 0) & (end * (p[..., 2] + x * v[..., 2]) >= h))
-        return hit
-    faces: tuple[tuple[int, tuple[int, int]], ...]
-    if geom == mjtGeom.mjGEOM_CYLINDER:
-        faces = ((2, (0, 1)),)
-    elif geom == mjtGeom.mjGEOM_BOX:
-        faces = ((0, (1, 2)), (1, (0, 2)), (2, (0, 1)))
-    else:
-        raise ValueError(f"no ray intersection for sites of mjtGeom type {geom}")
-    for axis, (i, j) in faces:  # flat faces
-        lv = v[..., axis]
-        usable = jnp.abs(lv) > MINVAL
-        extent = h if geom == mjtGeom.mjGEOM_CYLINDER else size[..., axis]
-        for side in (-1.0, 1.0):
-            x = (side * extent - p[..., axis]) / jnp.where(usable, lv, 1.0)
-            a, b = p[..., i] + x * v[..., i], p[..., j] + x * v[..., j]
-            if geom == mjtGeom.mjGEOM_CYLINDER:
-                inside = a * a + b * b <= r * r
-            else:
-                inside = (jnp.abs(a) <= size[..., i]) & (jnp.abs(b) <= size[..., j])
-            hit = hit | (usable & (x >= 0) & inside)
-    return hit
-
-
 def _touch(sys: System, fwd: State, ids: np.ndarray) -> jax.Array:
     """(n, 1) normal contact force on the sensor's body from contacts whose normal ray meets its site zone."""
     lay = constraint.layout(sys)
@@ -497,17 +483,17 @@ def _touch(sys: System, fwd: State, ids: np.ndarray) -> jax.Array:
     con = fwd.contact
     normal = con.force[cols, 0]
     # the ray runs along the force on the sensor's body: the contact normal points from geom1 to geom2
-    ray = con.frame[cols, 0][None, :, :] * jnp.where(jnp.asarray(on2[:, cols]), -1.0, 1.0)[:, :, None]
+    direction = con.frame[cols, 0][None, :, :] * jnp.where(jnp.asarray(on2[:, cols]), -1.0, 1.0)[:, :, None]
     pos, mat = site_frames(sys, fwd, sites)
     rel = con.pos[cols][None, :, :] - pos[:, None, :]
     lp = jnp.sum(mat[:, None, :, :] * rel[:, :, :, None], axis=2)  # (n, ncon, 3) in site axes
-    lv = jnp.sum(mat[:, None, :, :] * ray[:, :, :, None], axis=2)
+    lv = jnp.sum(mat[:, None, :, :] * direction[:, :, :, None], axis=2)
     size = jnp.broadcast_to(sys.site_size[sites][:, None, :], lp.shape)
     site_type = np.asarray(sys.site_type, np.int32)[sites]
     hit = jnp.zeros(lp.shape[:2], bool)
     for g in np.unique(site_type):
         rows = jnp.asarray(site_type == g)[:, None]
-        hit = hit | (rows & _ray_hits(int(g), size, lp, lv))
+        hit = hit | (rows & (ray.local_distance(int(g), size, lp, lv) >= 0))
     use = jnp.asarray((on1 | on2)[:, cols]) & hit & (normal > 0)[None, :]
     return jnp.sum(jnp.where(use, normal[None, :], 0.0), axis=1, keepdims=True)
 

@@ -154,7 +154,8 @@ class System:
     geom_friction: jax.Array
     """(ngeom, 3) sliding, torsional, rolling friction."""
     geom_rgba: jax.Array = dataclasses.field(metadata={"visual": True})
-    """(ngeom, 4) color (renderers read it; the physics does not, as in MuJoCo)."""
+    """(ngeom, 4) color (renderers read it; the physics does not: rays skip the geoms whose alpha was 0
+    at load, `geom_visible`, and changing it later does not hide or show a geom to them)."""
     geom_margin: jax.Array
     """(ngeom,) contact margin; a pair's margin is the sum of its geoms' (mixed every step)."""
     geom_gap: jax.Array
@@ -271,6 +272,11 @@ class System:
     until elliptic cones are supported: only their friction rows read it."""
     geom_dataid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Mesh/hfield id (-1 for primitives)."""
+    geom_group: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Geom group (0..5 for MuJoCo's visibility masks; rays filter on it when given a `geomgroup`)."""
+    geom_visible: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether rays (MuJoCo mj_ray, rangefinders) can hit the geom: the alpha of its rgba, or of its
+    material's rgba if it has a material, was nonzero at load (MuJoCo's rays skip invisible geoms)."""
     actuator_trntype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """`mujoco.mjtTrn` code (only joint is supported)."""
     actuator_trnid: tuple[tuple[int, int], ...] = dataclasses.field(metadata=_STATIC)
@@ -308,6 +314,9 @@ class System:
     """Number of values of each sensor."""
     sensor_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Address of each sensor's first value in `State.sensordata`."""
+    sensor_intprm: tuple[tuple[int, ...], ...] = dataclasses.field(metadata=_STATIC)
+    """(nsensor, mjNSENS) integer parameters; [i][0] of a rangefinder is its `mujoco.mjtRayDataField`
+    bit mask (which of distance, direction, origin, point, normal, depth it reports)."""
     contact_pairs: CollisionPairs = dataclasses.field(metadata=_STATIC)
     """Collision candidates: which geom pairs, their condim and collider (static, built at load);
     their parameters are mixed from the `geom_*` and `pair_*` leaves every step."""
