@@ -260,8 +260,23 @@ def test_rangefinders_match_mujoco_over_a_trajectory() -> None:
     d = mujoco.MjData(m)
     qd0 = np.zeros(m.nv)
     qd0[0] = 4.0  # the arm turns ~2.3 rad over the steps
-    qd0[1:4] = (0.3, -0.2, 0.0)
-    qd0[4:7] = (1.0, 2.0, 0.5)  # the ball tumbles
+    qd0[1:4] = (0.3, -0.2, 0.0)  # the ball drifts and tumbles (it falls through the floor: no contacts)
+    qd0[4:7] = (1.0, 2.0, 0.5)
+    # the invisible geoms (alpha 0 in rgba or material) lie in the rays' way: shown, they change them
+    for shown in ("glass", "veil"):
+        m2 = mujoco.MjModel.from_xml_string(RANGE)
+        if shown == "glass":
+            m2.geom_rgba[mujoco.mj_name2id(m2, mujoco.mjtObj.mjOBJ_GEOM, shown), 3] = 1.0
+        else:
+            m2.mat_rgba[:, 3] = 1.0
+        a, b = mujoco.MjData(m), mujoco.MjData(m2)
+        a.qvel[:] = b.qvel[:] = qd0
+        moved = False
+        for _ in range(60):
+            mujoco.mj_step(m, a)
+            mujoco.mj_step(m2, b)
+            moved |= not np.array_equal(a.sensordata, b.sensordata)
+        assert moved, shown
     d.qvel[:] = qd0
     state = bp.init(sys, qd=jnp.asarray(qd0, jnp.float32))
     mujoco.mj_forward(m, d)

@@ -7,7 +7,8 @@ types, one (n, dim) array per type, with the sensors of a type computed together
 static index arrays (`layout`). `assemble` puts them in MuJoCo's order (`sys.sensor_adr`) and
 applies `sensor_cutoff`. Sensor noise is ignored, as MuJoCo's own `mj_step` ignores it.
 Definitions follow MuJoCo's engine_sensor.c (object frames and velocities as mj_objectVelocity and
-mj_objectAcceleration; force sensors read `cfrc_int` of mj_rnePostConstraint).
+mj_objectAcceleration; force sensors read `cfrc_int` of mj_rnePostConstraint; rangefinders and
+touch zones intersect rays with geoms as engine_ray.c, in `ray`).
 """
 
 from __future__ import annotations
@@ -288,7 +289,7 @@ def _limit_rows(sys: System, fwd: State,
     return row, active, over, sign
 
 
-def rangefinder_candidates(sys: System, sites: np.ndarray) -> np.ndarray:
+def _rangefinder_candidates(sys: System, sites: np.ndarray) -> np.ndarray:
     """(n, ngeom) bool: the geoms the rangefinders on `sites` can hit (MuJoCo's mj_ray with no group
     mask, static geoms included and the site's own body excluded)."""
     body = np.asarray(sys.site_bodyid, np.int32)[sites]
@@ -301,7 +302,7 @@ def _rangefinder(sys: System, fwd: State, ids: np.ndarray) -> jax.Array:
     spec = np.asarray([sys.sensor_intprm[i][0] for i in ids], np.int64)
     origin, mat = site_frames(sys, fwd, sites)
     vec = mat[:, :, 2]
-    hit = ray.cast(sys, fwd.geom_xpos, fwd.geom_xmat, origin, vec, rangefinder_candidates(sys, sites),
+    hit = ray.cast(sys, fwd.geom_xpos, fwd.geom_xmat, origin, vec, _rangefinder_candidates(sys, sites),
                    normals=bool(np.any(spec & (1 << int(_R.mjRAYDATA_NORMAL)))))
     dist = hit.dist[:, None]
     on = dist >= 0
