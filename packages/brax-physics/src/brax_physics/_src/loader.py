@@ -68,22 +68,17 @@ def unsupported(m: Any) -> list[str]:
         name = _namer(m, o, kind)
         errs += [f"{name(i)} (<{tag}>): {what}" for i in range(count)]
 
-    body = _namer(m, obj.mjOBJ_BODY, "body")
-    for b in range(m.nbody):
-        if m.body_gravcomp[b] != 0:
-            errs.append(f"{body(b)}: gravcomp={m.body_gravcomp[b]:g} is not supported")
-        if m.body_mocapid[b] >= 0:
-            errs.append(f"{body(b)}: mocap bodies are not supported")
 
     jnt = _namer(m, obj.mjOBJ_JOINT, "joint")
     for j in range(m.njnt):
         t = int(m.jnt_type[j])
-        if t in (mjtJoint.mjJNT_BALL, mjtJoint.mjJNT_FREE) and m.jnt_stiffness[j] != 0:
-            errs.append(f"{jnt(j)}: stiffness on a {keyword(mjtJoint, t)} joint is not supported")
         if m.jnt_limited[j] and t == mjtJoint.mjJNT_BALL:
             errs.append(f"{jnt(j)}: limited=true on a ball joint is not supported")
         if np.any(m.jnt_stiffnesspoly[j] != 0) or m.jnt_springyield[j] != 0:
             errs.append(f"{jnt(j)}: nonlinear or plastic springs are not supported")
+        if m.jnt_actgravcomp[j]:
+            errs.append(f"{jnt(j)}: actuatorgravcomp=true (gravity compensation through actuators) "
+                        "is not supported")
         if m.jnt_actfrclimited[j]:
             errs.append(f"{jnt(j)}: actuatorfrcrange is not supported")
         if t == mjtJoint.mjJNT_FREE and m.body_jntnum[m.jnt_bodyid[j]] != 1:
@@ -244,7 +239,7 @@ def from_mjmodel(m: Any) -> System:
         opt=opt,
         body_pos=_f32(m.body_pos), body_quat=_f32(m.body_quat), body_ipos=_f32(m.body_ipos),
         body_iquat=_f32(m.body_iquat), body_mass=_f32(m.body_mass), body_inertia=_f32(m.body_inertia),
-        body_invweight0=_f32(m.body_invweight0),
+        body_gravcomp=_f32(m.body_gravcomp), body_invweight0=_f32(m.body_invweight0),
         jnt_pos=_f32(m.jnt_pos), jnt_axis=_f32(m.jnt_axis), jnt_range=_f32(m.jnt_range),
         jnt_stiffness=_f32(m.jnt_stiffness), jnt_margin=_f32(m.jnt_margin), jnt_solref=_f32(m.jnt_solref),
         jnt_solimp=_f32(m.jnt_solimp),
@@ -269,9 +264,11 @@ def from_mjmodel(m: Any) -> System:
         site_pos=_f32(m.site_pos.reshape(m.nsite, 3)), site_quat=_f32(m.site_quat.reshape(m.nsite, 4)),
         site_size=_f32(m.site_size.reshape(m.nsite, 3)), sensor_cutoff=_f32(m.sensor_cutoff),
         nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
-        nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata),
+        nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata), nmocap=int(m.nmocap),
+        ngravcomp=int(m.ngravcomp),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),
-        body_weldid=_ints(m.body_weldid), body_sameframe=_ints(m.body_sameframe),
+        body_weldid=_ints(m.body_weldid), body_mocapid=_ints(m.body_mocapid),
+        body_sameframe=_ints(m.body_sameframe),
         geom_sameframe=_ints(m.geom_sameframe),
         pair_solreffriction=tuple((float(a), float(b))
                                   for a, b in np.asarray(m.pair_solreffriction).reshape(-1, 2)),
@@ -279,6 +276,7 @@ def from_mjmodel(m: Any) -> System:
         body_dofadr=_ints(m.body_dofadr),
         jnt_type=_ints(m.jnt_type), jnt_qposadr=_ints(m.jnt_qposadr), jnt_dofadr=_ints(m.jnt_dofadr),
         jnt_bodyid=_ints(m.jnt_bodyid), jnt_limited=_bools(m.jnt_limited),
+        jnt_hasstiffness=_bools(np.asarray(m.jnt_stiffness) != 0),
         dof_bodyid=_ints(m.dof_bodyid), dof_jntid=_ints(m.dof_jntid), dof_parentid=_ints(m.dof_parentid),
         dof_hasfrictionloss=_bools(np.asarray(m.dof_frictionloss) > 0),
         geom_type=_ints(m.geom_type), geom_bodyid=_ints(m.geom_bodyid), geom_contype=_ints(m.geom_contype),

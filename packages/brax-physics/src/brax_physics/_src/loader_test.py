@@ -34,9 +34,8 @@ from brax_physics._src import models_testutil as tm
          r"integrator=implicit is not supported"),
         (tm.PENDULUM.replace('name="rod"', 'name="rod" fluidshape="ellipsoid"').replace(
             '<option timestep="0.01"/>', '<option density="1.2"/>'), r"geom 'rod': fluidshape=ellipsoid"),
-        (tm.PENDULUM.replace('name="pole"', 'name="pole" gravcomp="1"'), r"body 'pole': gravcomp=1"),
-        (tm.FREE_BODY.replace("<freejoint", '<joint type="free" stiffness="1"'),
-         r"stiffness on a free joint"),
+        (tm.PENDULUM.replace('name="pole"', 'name="pole" gravcomp="1"').replace(
+            'type="hinge"', 'type="hinge" actuatorgravcomp="true"'), r"joint 'hinge': actuatorgravcomp=true"),
     ],
 )
 def test_unsupported_features_raise_naming_the_element(xml: str, match: str) -> None:
