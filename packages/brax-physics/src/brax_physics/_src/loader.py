@@ -72,8 +72,6 @@ def unsupported(m: Any) -> list[str]:
     jnt = _namer(m, obj.mjOBJ_JOINT, "joint")
     for j in range(m.njnt):
         t = int(m.jnt_type[j])
-        if m.jnt_limited[j] and t == mjtJoint.mjJNT_BALL:
-            errs.append(f"{jnt(j)}: limited=true on a ball joint is not supported")
         if np.any(m.jnt_stiffnesspoly[j] != 0) or m.jnt_springyield[j] != 0:
             errs.append(f"{jnt(j)}: nonlinear or plastic springs are not supported")
         if m.jnt_actgravcomp[j]:

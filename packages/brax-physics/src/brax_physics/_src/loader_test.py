@@ -23,7 +23,6 @@ from brax_physics._src import models_testutil as tm
         (tm.WITH_EQUALITY, r"equality 'eq_jk'.*equality constraints are not supported"),
         (tm.WITH_FILTER_ACTUATOR, r"actuator 'a_filter': dyntype=filter is not supported"),
         (tm.WITH_SITE_ACTUATOR, r"actuator 'a_site': trntype=site is not supported"),
-        (tm.WITH_BALL_LIMIT, r"joint 'b': limited=true on a ball joint"),
         (tm.CONTACT_SCENE.replace('timestep="0.004"', 'timestep="0.004" cone="elliptic"'),
          r"cone=elliptic is not supported"),
         (tm.CONTACT_SCENE.replace('timestep="0.004"', 'timestep="0.004" noslip_iterations="2"'),
@@ -41,6 +40,20 @@ from brax_physics._src import models_testutil as tm
 def test_unsupported_features_raise_naming_the_element(xml: str, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         bp.load_mjcf(xml)
+
+
+@pytest.mark.parametrize(
+    "xml",
+    [
+        tm.WITH_BALL_LIMIT,
+        tm.PENDULUM.replace('name="pole"', 'name="pole" gravcomp="1"'),
+        tm.FREE_BODY.replace("<freejoint", '<joint type="free" stiffness="1"'),
+        tm.PENDULUM.replace('<body name="pole"', '<body name="target" mocap="true"/><body name="pole"'),
+    ],
+    ids=["ball_limit", "gravcomp", "free_stiffness", "mocap"],
+)
+def test_features_that_mujoco_mjx_has_load(xml: str) -> None:
+    assert bp.load_mjcf(xml).nbody > 1
 
 
 def test_load_from_path_resolves_includes(tmp_path: pathlib.Path) -> None:

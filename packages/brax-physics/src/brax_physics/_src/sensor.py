@@ -255,7 +255,8 @@ def _actuators(sys: System, ids: np.ndarray) -> np.ndarray:
 def _limit_rows(sys: System, fwd: State,
                 ids: np.ndarray) -> tuple[np.ndarray, jax.Array, jax.Array, jax.Array]:
     """Limit rows of the joints sensed by `ids`: static index among the limit rows (-1: none) and, per
-    sensor, whether the row is active, its distance past the margin (dist - margin) and its sign.
+    sensor, whether the row is active, its distance past the margin (dist - margin) and its velocity
+    J·qd (MuJoCo's efc_pos - efc_margin and efc_vel).
 
     A joint has a row when it is limited and limits are enabled (`constraint.layout`); MuJoCo's
     limit sensors read 0 where its row is not instantiated (farther from the limit than the margin).
@@ -264,14 +265,14 @@ def _limit_rows(sys: System, fwd: State,
     jnt = np.asarray(sys.sensor_objid, np.int32)[ids]
     row = np.asarray([int(np.flatnonzero(lay.limit_jnts == j)[0]) if j in lay.limit_jnts else -1
                       for j in jnt], np.int32)
-    qpos = np.asarray(sys.jnt_qposadr, np.int32)[jnt]
-    rng = sys.jnt_range[jnt]
-    lo, hi = fwd.q[qpos] - rng[:, 0], rng[:, 1] - fwd.q[qpos]
-    dist = jnp.minimum(lo, hi)  # the nearer limit, as constraint.make_rows
-    over = dist - sys.jnt_margin[jnt]
+    if row.max() < 0:
+        zero = jnp.zeros(ids.size, fwd.qd.dtype)
+        return row, jnp.zeros(ids.size, bool), zero, zero
+    dist, jac = constraint.joint_limits(sys, fwd.q)
+    r = np.maximum(row, 0)
+    over = dist[r] - sys.jnt_margin[jnt]
     active = jnp.asarray(row >= 0) & (over < 0)
-    sign = jnp.where(lo < hi, 1.0, -1.0)
-    return row, active, over, sign
+    return row, active, over, jnp.sum(jac[r] * fwd.qd[None, :], axis=-1)
 
 
 def position(sys: System, fwd: State) -> Values:
@@ -361,8 +362,8 @@ def velocity(sys: System, fwd: State, cvel: jax.Array) -> Values:
         elif t == _S.mjSENS_BALLANGVEL:
             out[t] = fwd.qd[_dofs(sys, ids, 3)]
         elif t == _S.mjSENS_JOINTLIMITVEL:
-            _, active, _, sign = _limit_rows(sys, fwd, ids)
-            out[t] = jnp.where(active, sign * fwd.qd[_dofs(sys, ids, 1)[:, 0]], 0.0)[:, None]
+            _, active, _, vel = _limit_rows(sys, fwd, ids)
+            out[t] = jnp.where(active, vel, 0.0)[:, None]
         elif t in (_S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL):
             ang, lin = _object_motion(sys, fwd, cvel, objtype, objid, local=False)
             if _has_ref(sys, ids):
