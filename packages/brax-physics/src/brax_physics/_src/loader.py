@@ -26,7 +26,7 @@ from mujoco import (
 from brax_physics._src.collision.pairs import PairGroup, collision_pairs
 from brax_physics._src.mjenum import keyword
 from brax_physics._src.options_check import emit_option_warnings
-from brax_physics._src.sensor import FRAME_OBJECTS, STAGE
+from brax_physics._src.sensor import CONTACT_DATA, CONTACT_OBJECTS, CONTACT_REDUCE, FRAME_OBJECTS, STAGE
 from brax_physics._src.system import ModelRef, Options, System
 
 
@@ -184,10 +184,29 @@ def _unsupported_sensors(m: Any) -> list[str]:
                 if int(typ) not in ok:
                     kind = keyword(mjtObj, int(typ))
                     errs.append(f"{where}: {what}={kind} is not supported (body, xbody, geom, site)")
+        if t == mjtSensor.mjSENS_CONTACT:
+            errs += [f"{where}: {e}" for e in _unsupported_contact_sensor(m, i)]
         if t in _ACTUATOR_SENSORS and m.sensor_dim[i] != 1:
             errs.append(f"{where}: actuators with {m.sensor_dim[i]} outputs are not supported")
         if m.sensor_delay[i] != 0 or m.sensor_interval[i, 0] != 0 or np.any(m.sensor_history[i] != 0):
             errs.append(f"{where}: sensor delay/interval/history is not supported")
+    return errs
+
+
+def _unsupported_contact_sensor(m: Any, i: int) -> list[str]:
+    """What contact sensor `i` of MjModel `m` asks for that is not computed here."""
+    errs = []
+    for what, typ in (("matching", m.sensor_objtype[i]), ("matching", m.sensor_reftype[i])):
+        if int(typ) not in CONTACT_OBJECTS:
+            errs.append(f"{what} by {keyword(mjtObj, int(typ))} is not supported (geom, body, subtree)")
+    if int(m.sensor_intprm[i, 0]) & ~CONTACT_DATA:
+        errs.append("data linvel/angvel is not supported (found, force, torque, dist, pos, normal, tangent)")
+    reduce = int(m.sensor_intprm[i, 1])
+    if reduce not in CONTACT_REDUCE:
+        name = {0: "none", 3: "netforce"}.get(reduce, str(reduce))
+        errs.append(f"reduce={name} is not supported (mindist, maxforce)")
+    if np.any(np.asarray(m.geom_gap) != 0) or np.any(np.asarray(m.pair_gap) != 0):
+        errs.append("contacts in the gap band (geom/pair gap > 0) are not counted here")
     return errs
 
 
@@ -290,6 +309,7 @@ def from_mjmodel(m: Any) -> System:
         sensor_type=_ints(m.sensor_type), sensor_datatype=_ints(m.sensor_datatype),
         sensor_objtype=_ints(m.sensor_objtype), sensor_objid=_ints(m.sensor_objid),
         sensor_reftype=_ints(m.sensor_reftype), sensor_refid=_ints(m.sensor_refid),
+        sensor_intprm=tuple(_ints(r) for r in np.asarray(m.sensor_intprm).reshape(m.nsensor, -1)),
         sensor_dim=_ints(m.sensor_dim), sensor_adr=_ints(m.sensor_adr),
         contact_pairs=pairs,
         body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),

@@ -318,6 +318,8 @@ class System:
     """`mujoco.mjtObj` code of the reference frame's object (frame sensors)."""
     sensor_refid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Id of the reference frame's object (-1: the world frame)."""
+    sensor_intprm: tuple[tuple[int, ...], ...] = dataclasses.field(metadata=_STATIC)
+    """(nsensor, 3) integer parameters of each sensor (contact sensors: dataspec, reduce, num)."""
     sensor_dim: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Number of values of each sensor."""
     sensor_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
