@@ -55,6 +55,7 @@ VEL_TYPES = (
 ACC_TYPES = (
     _S.mjSENS_TOUCH, _S.mjSENS_ACCELEROMETER, _S.mjSENS_FORCE, _S.mjSENS_TORQUE, _S.mjSENS_ACTUATORFRC,
     _S.mjSENS_JOINTACTFRC, _S.mjSENS_FRAMELINACC, _S.mjSENS_FRAMEANGACC, _S.mjSENS_JOINTLIMITFRC,
+    _S.mjSENS_CONTACT,
 )
 """Acceleration-stage sensor types computed here."""
 STAGE: dict[int, int] = {
@@ -270,7 +271,8 @@ def _actuators(sys: System, ids: np.ndarray) -> np.ndarray:
 def _limit_rows(sys: System, fwd: State,
                 ids: np.ndarray) -> tuple[np.ndarray, jax.Array, jax.Array, jax.Array]:
     """Limit rows of the joints sensed by `ids`: static index among the limit rows (-1: none) and, per
-    sensor, whether the row is active, its distance past the margin (dist - margin) and its sign.
+    sensor, whether the row is active, its distance past the margin (dist - margin) and its velocity
+    J·qd (MuJoCo's efc_pos - efc_margin and efc_vel).
 
     A joint has a row when it is limited and limits are enabled (`constraint.layout`); MuJoCo's
     limit sensors read 0 where its row is not instantiated (farther from the limit than the margin).
@@ -279,14 +281,14 @@ def _limit_rows(sys: System, fwd: State,
     jnt = np.asarray(sys.sensor_objid, np.int32)[ids]
     row = np.asarray([int(np.flatnonzero(lay.limit_jnts == j)[0]) if j in lay.limit_jnts else -1
                       for j in jnt], np.int32)
-    qpos = np.asarray(sys.jnt_qposadr, np.int32)[jnt]
-    rng = sys.jnt_range[jnt]
-    lo, hi = fwd.q[qpos] - rng[:, 0], rng[:, 1] - fwd.q[qpos]
-    dist = jnp.minimum(lo, hi)  # the nearer limit, as constraint.make_rows
-    over = dist - sys.jnt_margin[jnt]
+    if row.max() < 0:
+        zero = jnp.zeros(ids.size, fwd.qd.dtype)
+        return row, jnp.zeros(ids.size, bool), zero, zero
+    dist, jac = constraint.joint_limits(sys, fwd.q)
+    r = np.maximum(row, 0)
+    over = dist[r] - sys.jnt_margin[jnt]
     active = jnp.asarray(row >= 0) & (over < 0)
-    sign = jnp.where(lo < hi, 1.0, -1.0)
-    return row, active, over, sign
+    return row, active, over, jnp.sum(jac[r] * fwd.qd[None, :], axis=-1)
 
 
 def _rangefinder_candidates(sys: System, sites: np.ndarray) -> np.ndarray:
@@ -410,8 +412,8 @@ def velocity(sys: System, fwd: State, cvel: jax.Array) -> Values:
         elif t == _S.mjSENS_BALLANGVEL:
             out[t] = fwd.qd[_dofs(sys, ids, 3)]
         elif t == _S.mjSENS_JOINTLIMITVEL:
-            _, active, _, sign = _limit_rows(sys, fwd, ids)
-            out[t] = jnp.where(active, sign * fwd.qd[_dofs(sys, ids, 1)[:, 0]], 0.0)[:, None]
+            _, active, _, vel = _limit_rows(sys, fwd, ids)
+            out[t] = jnp.where(active, vel, 0.0)[:, None]
         elif t in (_S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL):
             ang, lin = _object_motion(sys, fwd, cvel, objtype, objid, local=False)
             if _has_ref(sys, ids):
@@ -467,6 +469,75 @@ def cfrc_int(sys: System, fwd: State, cvel: jax.Array, cacc_: jax.Array) -> jax.
     st = structure(sys)
     body = inertia_mul(fwd.cinert, cacc_) + force_cross(cvel, inertia_mul(fwd.cinert, cvel))
     return mm(jnp.asarray(st.subtree), body - cfrc_ext(sys, fwd))
+
+
+CONTACT_OBJECTS = (mjtObj.mjOBJ_UNKNOWN, mjtObj.mjOBJ_GEOM, mjtObj.mjOBJ_BODY, mjtObj.mjOBJ_XBODY)
+"""Object types a contact sensor may match by (none, geom, body, subtree); sites are not supported."""
+CONTACT_REDUCE = {1: "mindist", 2: "maxforce"}
+"""Contact-sensor reductions computed here (sensor_intprm[1]); none and netforce are not supported."""
+CONTACT_DATA = 0b1111111
+"""Contact-sensor data fields computed here (bits of sensor_intprm[0]): found, force, torque, dist,
+pos, normal, tangent (not linvel, angvel)."""
+
+
+def _contact_match(sys: System, geom: np.ndarray, objtype: int, objid: int) -> np.ndarray:
+    """(ncon,) bool: contact slots whose geom `geom` (ncon,) is, or is on, the object (MuJoCo checkMatch)."""
+    body = np.asarray(sys.geom_bodyid, np.int32)[geom]
+    match: np.ndarray
+    if objtype == mjtObj.mjOBJ_UNKNOWN:
+        match = np.ones(geom.shape, bool)
+    elif objtype == mjtObj.mjOBJ_GEOM:
+        match = geom == objid
+    elif objtype == mjtObj.mjOBJ_BODY:
+        match = body == objid
+    else:  # subtree (MuJoCo's XBODY): the body or a descendant
+        match = structure(sys).subtree[objid][body] > 0
+    return match
+
+
+def _contact(sys: System, fwd: State, i: int) -> jax.Array:
+    """(sensor_dim[i],) contact sensor `i` (MuJoCo mjSENS_CONTACT): the `num` matching contacts with the
+    least distance or the largest force, each slot the fields of `dataspec`; normal and tangent
+    flipped (force and torque z negated) where the contact's geom order is opposite to the sensor's."""
+    dataspec, reduce, num = sys.sensor_intprm[i][:3]
+    dim = sys.sensor_dim[i]
+    dtype = fwd.qd.dtype
+    geom1 = np.concatenate([np.repeat(g.geom1, g.ncon_per_pair) for g in sys.contact_pairs.groups]
+                           ).astype(np.int32) if sys.contact_pairs.groups else np.zeros(0, np.int32)
+    geom2 = np.concatenate([np.repeat(g.geom2, g.ncon_per_pair) for g in sys.contact_pairs.groups]
+                           ).astype(np.int32) if sys.contact_pairs.groups else np.zeros(0, np.int32)
+    t1, id1 = int(sys.sensor_objtype[i]), int(sys.sensor_objid[i])
+    t2, id2 = int(sys.sensor_reftype[i]), int(sys.sensor_refid[i])
+    m11, m12 = _contact_match(sys, geom1, t1, id1), _contact_match(sys, geom2, t1, id1)
+    m21, m22 = _contact_match(sys, geom1, t2, id2), _contact_match(sys, geom2, t2, id2)
+    keep = (m11 | m12) & (m21 | m22)
+    unknown = int(mjtObj.mjOBJ_UNKNOWN)
+    if t1 != unknown and t2 != unknown:
+        flip = (m12 & m21) & ~(m11 & m22)
+    elif t1 != unknown:
+        flip = ~m11
+    elif t2 != unknown:
+        flip = ~m22
+    else:
+        flip = np.zeros(keep.shape, bool)
+    cand = np.flatnonzero(keep).astype(np.int32)
+    if constraint.layout(sys).ncon == 0 or not cand.size:
+        return jnp.zeros(dim, dtype)
+    c = fwd.contact
+    active = c.active[cand]
+    nfound = jnp.sum(active).astype(dtype)
+    force = c.force[cand]
+    crit = c.dist[cand] if reduce == 1 else -jnp.sum(force[:, :3] ** 2, axis=-1)
+    k = min(int(num), cand.size)
+    pick = jnp.argsort(jnp.where(active, crit, jnp.inf), stable=True)[:k]
+    sign = jnp.where(jnp.asarray(flip[cand]), -1.0, 1.0).astype(dtype)[pick][:, None]
+    zflip = jnp.concatenate([jnp.ones((k, 2), dtype), sign], axis=-1)
+    frame = c.frame[cand][pick]
+    fields = (jnp.broadcast_to(nfound, (k, 1)), force[pick, :3] * zflip, force[pick, 3:] * zflip,
+              c.dist[cand][pick][:, None], c.pos[cand][pick], frame[:, 0] * sign, frame[:, 1] * sign)
+    rows = jnp.concatenate([f for j, f in enumerate(fields) if dataspec & (1 << j)], axis=-1)
+    rows = jnp.where((jnp.arange(k) < nfound)[:, None], rows, 0.0)
+    return jnp.concatenate([rows.reshape(-1), jnp.zeros(dim - rows.size, dtype)])
 
 
 def _touch(sys: System, fwd: State, ids: np.ndarray) -> jax.Array:
@@ -546,6 +617,8 @@ def acceleration(sys: System, fwd: State, cvel: jax.Array, cdof_dot: jax.Array) 
             else:
                 force = fwd.efc_force[constraint.layout(sys).nfloss + np.maximum(row, 0)]
                 out[t] = jnp.where(active, force, 0.0)[:, None]
+        elif t == _S.mjSENS_CONTACT:
+            out[t] = jnp.concatenate([_contact(sys, fwd, int(i)) for i in ids])
     return out
 
 

@@ -112,6 +112,9 @@ class System:
     """(nbody,) mass."""
     body_inertia: jax.Array
     """(nbody, 3) principal moments of inertia in the inertial frame."""
+    body_gravcomp: jax.Array
+    """(nbody,) gravity compensation: the fraction of the body's weight cancelled by a force at its com
+    (read when `ngravcomp`)."""
     body_invweight0: jax.Array
     """(nbody, 2) mean inverse inertia (translation, rotation) at qpos0, from MuJoCo."""
     jnt_pos: jax.Array
@@ -217,12 +220,20 @@ class System:
     """Number of sensors."""
     nsensordata: int = dataclasses.field(metadata=_STATIC)
     """Length of `State.sensordata` (sum of `sensor_dim`)."""
+    ngravcomp: int = dataclasses.field(metadata=_STATIC)
+    """Number of bodies with nonzero gravcomp at load; 0: no gravity compensation is traced (give a
+    body a nonzero gravcomp in the MJCF to randomize `body_gravcomp`)."""
+    nmocap: int = dataclasses.field(metadata=_STATIC)
+    """Number of mocap bodies (rows of `State.mocap_pos`/`mocap_quat`)."""
     body_parentid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Parent body id (world's parent is itself)."""
     body_rootid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Id of the body's ancestor that is a child of the world."""
     body_weldid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Id of the top body of the body's rigid (joint-free) group."""
+    body_mocapid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Row of each body in `State.mocap_pos`/`mocap_quat` (-1: not a mocap body). A mocap body is a
+    joint-free child of the world whose pose is the state's mocap_pos/quat instead of body_pos/quat."""
     body_sameframe: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """`mujoco.mjtSameFrame` of each inertial frame: BODY (body frame) or BODYROT (body orientation)
     make kinematics copy the body's frame instead of reading `body_ipos`/`body_iquat`, as MuJoCo's does."""
@@ -244,6 +255,9 @@ class System:
     """Body of each joint."""
     jnt_limited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether the joint range is enforced."""
+    jnt_hasstiffness: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether the joint's stiffness was nonzero at load: ball and free joints trace their quaternion
+    springs only then (give them a stiffness in the MJCF to randomize `jnt_stiffness`)."""
     dof_bodyid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Body of each dof."""
     dof_jntid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
@@ -315,8 +329,9 @@ class System:
     sensor_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Address of each sensor's first value in `State.sensordata`."""
     sensor_intprm: tuple[tuple[int, ...], ...] = dataclasses.field(metadata=_STATIC)
-    """(nsensor, mjNSENS) integer parameters; [i][0] of a rangefinder is its `mujoco.mjtRayDataField`
-    bit mask (which of distance, direction, origin, point, normal, depth it reports)."""
+    """(nsensor, mjNSENS) integer parameters: a rangefinder's [i][0] is its `mujoco.mjtRayDataField` bit
+    mask (which of distance, direction, origin, point, normal, depth it reports); a contact sensor's
+    [i][:3] are its dataspec, reduce and num."""
     contact_pairs: CollisionPairs = dataclasses.field(metadata=_STATIC)
     """Collision candidates: which geom pairs, their condim and collider (static, built at load);
     their parameters are mixed from the `geom_*` and `pair_*` leaves every step."""
