@@ -309,7 +309,7 @@ def from_mjmodel(m: Any) -> System:
         sensor_type=_ints(m.sensor_type), sensor_datatype=_ints(m.sensor_datatype),
         sensor_objtype=_ints(m.sensor_objtype), sensor_objid=_ints(m.sensor_objid),
         sensor_reftype=_ints(m.sensor_reftype), sensor_refid=_ints(m.sensor_refid),
-        sensor_intprm=tuple(_ints(r) for r in np.asarray(m.sensor_intprm).reshape(m.nsensor, -1)),
+        sensor_intprm=tuple(_ints(r) for r in np.asarray(m.sensor_intprm).reshape(m.nsensor, mujoco.mjNSENS)),
         sensor_dim=_ints(m.sensor_dim), sensor_adr=_ints(m.sensor_adr),
         contact_pairs=pairs,
         body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),
