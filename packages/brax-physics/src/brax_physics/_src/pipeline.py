@@ -203,7 +203,8 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
          act: jax.Array | None = None) -> State:
     """Fully populated `State` at `q` (nq,) (default qpos0) and `qd` (nv,) (default zeros).
 
-    Force and acceleration fields are evaluated with control `act` (nu,) (default zeros).
+    Force and acceleration fields are evaluated with control `act` (nu,) (default zeros). Mocap
+    bodies start at their model pose (body_pos/body_quat), as after MuJoCo's mj_resetData.
     """
     dtype = sys.qpos0.dtype
     q = sys.qpos0 if q is None else _checked("init", "q", q, (sys.nq,), "sys.nq", dtype)
@@ -242,6 +243,8 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     The returned state's frames, velocities and contact geometry describe its new `q`/`qd`; its
     force and acceleration fields (`efc_force`, `contact.force` included) are those evaluated at
     the previous `q`/`qd` (for RK4: of the first stage).
+    Mocap bodies sit at `state.mocap_pos`/`mocap_quat` throughout the step (set them beforehand with
+    `state.replace`, as MuJoCo's d.mocap_pos before mj_step); the state returned carries them on.
     """
     h = sys.opt.timestep
     q0, v0 = state.q, state.qd

@@ -536,7 +536,7 @@ def _contact(sys: System, fwd: State, i: int) -> jax.Array:
     fields = (jnp.broadcast_to(nfound, (k, 1)), force[pick, :3] * zflip, force[pick, 3:] * zflip,
               c.dist[cand][pick][:, None], c.pos[cand][pick], frame[:, 0] * sign, frame[:, 1] * sign)
     rows = jnp.concatenate([f for j, f in enumerate(fields) if dataspec & (1 << j)], axis=-1)
-    rows = jnp.where((jnp.arange(k) < nfound)[:, None], rows, 0.0)
+    rows = jnp.where((jnp.arange(k, dtype=dtype) < nfound)[:, None], rows, 0.0)
     return jnp.concatenate([rows.reshape(-1), jnp.zeros(dim - rows.size, dtype)])
 
 
