@@ -326,8 +326,8 @@ RECIPES: dict[str, Recipe] = {
 
 # ---- tendons ----
 # A two-link arm: a fixed tendon couples shoulder and elbow (spring with a dead band, damper,
-# armature); a spatial cord runs anchor -> upper arm, then, after a pulley (divisor 2), anchor ->
-# forearm, with a spring and a damper.
+# armature, friction loss); a spatial cord runs anchor -> upper arm, then, after a pulley (divisor
+# 2), anchor -> forearm, with a spring, a damper and a length limit the swinging arm runs into.
 SWEEPS["tendon"] = Sweep("""
 <mujoco model="tendon_sweep">
   <option timestep="0.005"/>
@@ -345,11 +345,12 @@ SWEEPS["tendon"] = Sweep("""
     </body>
   </worldbody>
   <tendon>
-    <fixed name="couple" stiffness="5" damping="0.3" springlength="-0.1 0.1" armature="0.02">
+    <fixed name="couple" stiffness="5" damping="0.3" springlength="-0.1 0.1" armature="0.02"
+           frictionloss="1">
       <joint joint="shoulder" coef="1"/>
       <joint joint="elbow" coef="-0.5"/>
     </fixed>
-    <spatial name="cord" stiffness="30" springlength="0.3" damping="0.2">
+    <spatial name="cord" stiffness="30" springlength="0.3" damping="0.2" range="0 0.75">
       <site site="anchor"/>
       <site site="s_upper"/>
       <pulley divisor="2"/>
@@ -367,6 +368,21 @@ RECIPES.update({
     "tendon_lengthspring": Recipe("tendon:couple", None, _set(0.0, 0.0), "the coupling's dead band closes",
                                   sweep="tendon"),
     "tendon_armature": Recipe("tendon:couple", None, _set(0.5), "inertia along the coupling", sweep="tendon"),
+    "tendon_range": Recipe("tendon:cord", 1, _set(0.72), "the cord's length limit", sweep="tendon"),
+    "tendon_margin": Recipe("tendon:cord", None, _set(0.05), "the cord's limit engages earlier",
+                            sweep="tendon"),
+    "tendon_solref_lim": Recipe("tendon:cord", None, _set(0.08, 0.4), "softer, bouncier cord limit",
+                                sweep="tendon"),
+    "tendon_solimp_lim": Recipe("tendon:cord", None, _set(0.5, 0.7, 0.05, 0.5, 2.0), "softer cord limit",
+                                sweep="tendon"),
+    "tendon_frictionloss": Recipe("tendon:couple", None, _set(0.3), "dry friction along the coupling",
+                                  sweep="tendon"),
+    "tendon_solref_fri": Recipe("tendon:couple", None, _set(0.2, 1.0),
+                                "the coupling's friction creeps faster", sweep="tendon"),
+    "tendon_solimp_fri": Recipe("tendon:couple", None, _set(0.3, 0.95, 0.001, 0.5, 2.0),
+                                "dmin sets the friction row's softness", sweep="tendon"),
+    "tendon_invweight0": Recipe("tendon:cord", None, _scale(10.0), "the cord limit's regularizer",
+                                sweep="tendon"),
 })
 
 

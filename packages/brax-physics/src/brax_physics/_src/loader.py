@@ -177,10 +177,6 @@ def _unsupported_tendons(m: Any) -> list[str]:
         if not fixed and m.tendon_armature[i] != 0:
             # MuJoCo adds a bias force armature·(J̇·qvel)·J for spatial tendons (mj_tendonBias)
             errs.append(f"{where}: armature on a spatial tendon is not supported (fixed tendons only)")
-        for what, on in (("limited=true", m.tendon_limited[i]),
-                         ("frictionloss", m.tendon_frictionloss[i] > 0)):
-            if on:
-                errs.append(f"{where}: {what} is not supported yet")
     return errs
 
 
@@ -307,10 +303,16 @@ def from_mjmodel(m: Any) -> System:
         actuator_forcerange=_f32(m.actuator_forcerange.reshape(m.nu, 2)),
         site_pos=_f32(m.site_pos.reshape(m.nsite, 3)), site_quat=_f32(m.site_quat.reshape(m.nsite, 4)),
         site_size=_f32(m.site_size.reshape(m.nsite, 3)), sensor_cutoff=_f32(m.sensor_cutoff),
-        wrap_prm=_f32(m.wrap_prm),
+        wrap_prm=_f32(m.wrap_prm), tendon_range=_f32(m.tendon_range.reshape(nten, 2)),
+        tendon_margin=_f32(m.tendon_margin),
+        tendon_solref_lim=_f32(m.tendon_solref_lim.reshape(nten, mujoco.mjNREF)),
+        tendon_solimp_lim=_f32(m.tendon_solimp_lim.reshape(nten, mujoco.mjNIMP)),
+        tendon_frictionloss=_f32(m.tendon_frictionloss),
+        tendon_solref_fri=_f32(m.tendon_solref_fri.reshape(nten, mujoco.mjNREF)),
+        tendon_solimp_fri=_f32(m.tendon_solimp_fri.reshape(nten, mujoco.mjNIMP)),
         tendon_stiffness=_f32(m.tendon_stiffness), tendon_damping=_f32(m.tendon_damping),
         tendon_lengthspring=_f32(m.tendon_lengthspring.reshape(nten, 2)),
-        tendon_armature=_f32(m.tendon_armature),
+        tendon_armature=_f32(m.tendon_armature), tendon_invweight0=_f32(m.tendon_invweight0),
         nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
         nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),

@@ -131,7 +131,8 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
                              jnp.zeros_like(qd))
     with jax.named_scope("fwd_constraint"):
         with jax.named_scope("make_constraint"):
-            rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact)
+            rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact, pos.ten_length,
+                                       pos.ten_J)
             aref = constraint.reference_acceleration(rows, qd)
         prob = solver.Problem(M=pos.mass_matrix, qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth, J=rows.J,
                               D=rows.D, R=rows.R, aref=aref, floss=rows.floss)

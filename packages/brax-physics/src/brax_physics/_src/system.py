@@ -199,6 +199,20 @@ class System:
     wrap_prm: jax.Array
     """(nwrap,) wrap parameter: a fixed tendon's joint coefficient, a pulley's divisor (the side-site
     ids of geom wraps are structure: `wrap_sidesite`)."""
+    tendon_range: jax.Array
+    """(ntendon, 2) tendon length limits, applied where `tendon_limited`."""
+    tendon_margin: jax.Array
+    """(ntendon,) limit margin."""
+    tendon_solref_lim: jax.Array
+    """(ntendon, 2) limit solref."""
+    tendon_solimp_lim: jax.Array
+    """(ntendon, 5) limit solimp."""
+    tendon_frictionloss: jax.Array
+    """(ntendon,) dry friction loss; rows exist for the tendons with frictionloss > 0 at load (as dofs')."""
+    tendon_solref_fri: jax.Array
+    """(ntendon, 2) friction-loss solref."""
+    tendon_solimp_fri: jax.Array
+    """(ntendon, 5) friction-loss solimp."""
     tendon_stiffness: jax.Array
     """(ntendon,) spring stiffness."""
     tendon_damping: jax.Array
@@ -207,6 +221,8 @@ class System:
     """(ntendon, 2) spring dead band [lower, upper]: no spring force between them."""
     tendon_armature: jax.Array
     """(ntendon,) inertia along the tendon (armature·JᵀJ on the mass matrix)."""
+    tendon_invweight0: jax.Array
+    """(ntendon,) inverse inertia along the tendon at qpos0, from MuJoCo (limit/friction regularizer)."""
 
     # ---- sizes, structure and type codes (static) ----
     nq: int = dataclasses.field(metadata=_STATIC)

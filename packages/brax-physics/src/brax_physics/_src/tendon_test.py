@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import brax_physics as bp
+from brax_physics._src import constraint, pipeline
 
 # Fixed tendons over hinge and slide joints; spatial tendons through sites on a chain, a ball-jointed
 # body and a free body, one with a pulley (two branches, the second divided by 2).
@@ -74,13 +75,11 @@ def _dense_ten_J(m: Any, d: Any) -> np.ndarray:
     return out
 
 
-def _random_state(m: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _random_state(m: Any, seed: int, pos: float = 0.6, vel: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    d = mujoco.MjData(m)
     q = m.qpos0.copy()
-    qd = rng.normal(size=m.nv)
-    mujoco.mj_integratePos(m, q, rng.normal(size=m.nv) * 0.6, 1.0)
-    del d
+    qd = rng.normal(size=m.nv) * vel
+    mujoco.mj_integratePos(m, q, rng.normal(size=m.nv) * pos, 1.0)
     return q, qd
 
 
@@ -176,9 +175,9 @@ def test_passive_forces_and_armature_match_mujoco() -> None:
     assert min(lengths) < 0.1 and max(lengths) > 0.3 and any(0.1 < x < 0.3 for x in lengths)
 
 
-def _rollout_error(xml: str, steps: int, seed: int = 5) -> float:
+def _rollout_error(xml: str, steps: int, seed: int = 5, pos: float = 0.6, vel: float = 1.0) -> float:
     sys, m = _model(xml)
-    q, qd = _random_state(m, seed)
+    q, qd = _random_state(m, seed, pos, vel)
     d = mujoco.MjData(m)
     d.qpos[:], d.qvel[:] = q, qd
 
@@ -202,6 +201,59 @@ def test_passive_trajectory_matches_mujoco(integrator: str) -> None:
         slides = '<joint type="slide" axis="0 0 1"/><joint type="slide" axis="1 0 0"/>'
         xml = xml.replace("<freejoint/>", slides)
     assert _rollout_error(xml, 60) < 2e-4
+
+
+# Rows of every kind in MuJoCo's order: dof friction (elbow), tendon friction (coupling, arm), joint
+# limit (shoulder), tendon limits (coupling; rope with a margin and its own solref/solimp); no contacts.
+ROWS = (
+    TENDONS
+    .replace('<option timestep="0.005"/>', '<option timestep="0.005"><flag contact="disable"/></option>')
+    .replace('<joint name="shoulder" type="hinge" axis="0 1 0" damping="0.1"/>',
+             '<joint name="shoulder" type="hinge" axis="0 1 0" damping="0.1" range="-40 40"/>')
+    .replace('<joint name="elbow" type="hinge" axis="0 1 0"/>',
+             '<joint name="elbow" type="hinge" axis="0 1 0" frictionloss="0.2"/>')
+    .replace('<fixed name="coupling">', '<fixed name="coupling" range="-0.4 0.4" frictionloss="0.3">')
+    .replace('<spatial name="arm">', '<spatial name="arm" frictionloss="0.1" solreffriction="0.05 1">')
+    .replace('<spatial name="rope">', '<spatial name="rope" range="0.5 0.9" margin="0.05" '
+             'solreflimit="0.03 0.8" solimplimit="0.8 0.9 0.02 0.4 3">')
+)
+
+
+@jax.jit
+def _rows(sys: bp.System, q: jax.Array, qd: jax.Array) -> tuple[constraint.Rows, jax.Array]:
+    pos = pipeline._position(sys, q)
+    rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact, pos.ten_length, pos.ten_J)
+    return rows, constraint.reference_acceleration(rows, qd)
+
+
+def test_constraint_rows_match_mujoco() -> None:
+    sys, m = _model(ROWS)
+    lay = constraint.layout(sys)
+    c = mujoco.mjtConstraint
+    kinds = np.repeat(
+        [c.mjCNSTR_FRICTION_DOF, c.mjCNSTR_FRICTION_TENDON, c.mjCNSTR_LIMIT_JOINT, c.mjCNSTR_LIMIT_TENDON],
+        [lay.floss_dofs.size, lay.floss_tendons.size, lay.limit_jnts.size, lay.limit_tendons.size])
+    assert lay.nefc == kinds.size == 6
+    d = mujoco.MjData(m)
+    seen = 0
+    for seed in range(40):
+        q, qd = _random_state(m, seed)
+        d.qpos[:], d.qvel[:] = q, qd
+        mujoco.mj_forward(m, d)
+        rows, aref = _rows(sys, jnp.asarray(q, jnp.float32), jnp.asarray(qd, jnp.float32))
+        act = np.asarray(rows.active)
+        np.testing.assert_array_equal(kinds[act], d.efc_type)
+        np.testing.assert_allclose(np.asarray(rows.J)[act], d.efc_J.reshape(d.nefc, m.nv), atol=2e-5)
+        np.testing.assert_allclose(np.asarray(rows.R)[act], d.efc_R, rtol=2e-4)
+        np.testing.assert_allclose(np.asarray(rows.floss)[act], d.efc_frictionloss, rtol=1e-6)
+        atol = 1e-3 * np.max(np.abs(d.efc_aref))
+        np.testing.assert_allclose(np.asarray(aref)[act], d.efc_aref, rtol=2e-3, atol=atol)
+        seen += int(np.sum(d.efc_type == c.mjCNSTR_LIMIT_TENDON) == 2)
+    assert seen >= 2  # both tendon limits active at once, in several poses
+
+
+def test_tendon_limit_trajectory_matches_mujoco() -> None:
+    assert _rollout_error(ROWS, 60, seed=3, pos=0.3, vel=0.3) < 2e-4
 
 
 def test_geom_wrapping_is_refused() -> None:
