@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import brax_physics as bp
-from brax_physics._src import com, constraint, kinematics
+from brax_physics._src import com, constraint, kinematics, tendon
 from brax_physics._src import models_testutil as tm
 from brax_physics._src.collision.contact import collide
 
@@ -224,7 +224,8 @@ def _rows_jit(sys: bp.System, q: jax.Array, qd: jax.Array) -> tuple[constraint.R
     sub = com.subtree_com(sys, fr.xipos)
     cdof = com.cdof(sys, fr, sub)
     con = collide(sys, fr.geom_xpos, fr.geom_xmat)
-    rows = constraint.make_rows(sys, q, cdof, sub, con)
+    ten_length, ten_J = tendon.tendon(sys, q, fr, sub, cdof)
+    rows = constraint.make_rows(sys, q, cdof, sub, con, ten_length, ten_J)
     return rows, constraint.reference_acceleration(rows, qd), con.geom2
 
 

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from brax_math import Motion, Transform, point_velocity
 from mujoco import mjtDisableBit, mjtIntegrator
 
-from brax_physics._src import com, constraint, dynamics, fluid, integrator, kinematics, sensor, solver
+from brax_physics._src import com, constraint, dynamics, fluid, integrator, kinematics, sensor, solver, tendon
 from brax_physics._src.collision.contact import Contact, collide
 from brax_physics._src.state import State
 from brax_physics._src.structure import structure
@@ -43,10 +43,13 @@ class _Position(NamedTuple):
     mass_matrix: jax.Array
     mass_matrix_factor: jax.Array
     contact: Contact
+    ten_length: jax.Array
+    ten_J: jax.Array  # noqa: N815 (MuJoCo's name)
 
 
 class _Acceleration(NamedTuple):
     act: dynamics.Actuation
+    ten_velocity: jax.Array
     cvel: jax.Array
     cdof_dot: jax.Array
     qfrc_bias: jax.Array
@@ -62,22 +65,28 @@ class _Mocap(NamedTuple):
     quat: jax.Array  # (nmocap, 4)
 
 
-def _position(sys: System, q: jax.Array, mocap: _Mocap) -> _Position:
-    """Position stage at `q` with the mocap bodies at `mocap` (MuJoCo's mj_fwdPosition)."""
+def _position(sys: System, q: jax.Array, mocap: _Mocap | None = None) -> _Position:
+    """Position stage at `q` with the mocap bodies at `mocap` (default: the model's poses)
+    (MuJoCo's mj_fwdPosition)."""
     with jax.named_scope("fwd_position"):
         with jax.named_scope("kinematics"):
-            fr = kinematics.kinematics(sys, q, mocap.pos, mocap.quat)
+            fr = (kinematics.kinematics(sys, q) if mocap is None
+                  else kinematics.kinematics(sys, q, mocap.pos, mocap.quat))
         with jax.named_scope("com_pos"):
             sub = com.subtree_com(sys, fr.xipos)
             cin = com.cinert(sys, fr, sub)
             cd = com.cdof(sys, fr, sub)
+        with jax.named_scope("tendon"):
+            ten_length, ten_J = tendon.tendon(sys, q, fr, sub, cd)
         with jax.named_scope("crb"):
             m = com.mass_matrix(sys, cin, cd)
+            if sys.ntendon:
+                m = m + tendon.armature(sys, ten_J)
         with jax.named_scope("collision"):
             con = collide(sys, fr.geom_xpos, fr.geom_xmat)
         with jax.named_scope("factor_m"):
             factor = dynamics.factor(m)
-    return _Position(fr, sub, cin, cd, m, factor, con)
+    return _Position(fr, sub, cin, cd, m, factor, con, ten_length, ten_J)
 
 
 def _state_position(state: State) -> _Position:
@@ -85,7 +94,7 @@ def _state_position(state: State) -> _Position:
     fr = kinematics.Frames(state.x.pos, state.x.rot, state.xanchor, state.xaxis, state.xipos, state.ximat,
                            state.geom_xpos, state.geom_xmat)
     return _Position(fr, state.subtree_com, state.cinert, state.cdof, state.mass_matrix,
-                     state.mass_matrix_factor, state.contact)
+                     state.mass_matrix_factor, state.contact, state.ten_length, state.ten_J)
 
 
 def solver_config(sys: System) -> solver.Config:
@@ -101,12 +110,15 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
                   qacc_warmstart: jax.Array) -> _Acceleration:
     """Velocity, actuation, acceleration and constraint stages, given the position stage at `q`."""
     with jax.named_scope("fwd_velocity"):
+        ten_velocity = com.mm(pos.ten_J, qd) if sys.ntendon else jnp.zeros(0, qd.dtype)
         with jax.named_scope("com_vel"):
             cvel, cdof_dot = com.com_vel(sys, pos.cdof, qd)
         with jax.named_scope("rne"):
             bias = dynamics.rne(sys, pos.cinert, pos.cdof, cvel, cdof_dot, qd)
         with jax.named_scope("passive"):
             pas = dynamics.passive(sys, q, qd)
+            if sys.ntendon:
+                pas = pas + tendon.passive(sys, pos.ten_length, pos.ten_J, ten_velocity)
             # MuJoCo adds gravity compensation and fluid forces to qfrc_passive, and skips every
             # passive force when springs and dampers are both disabled (mj_passive's early return).
             dflags = sys.opt.disableflags
@@ -124,11 +136,12 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
         qacc_smooth = dynamics.solve(pos.mass_matrix, pos.mass_matrix_factor, qfrc_smooth)
     if constraint.layout(sys).nefc == 0:
         zero = jnp.zeros(0, qd.dtype)
-        return _Acceleration(actu, cvel, cdof_dot, bias, pas, qacc_smooth, qacc_smooth, zero,
+        return _Acceleration(actu, ten_velocity, cvel, cdof_dot, bias, pas, qacc_smooth, qacc_smooth, zero,
                              jnp.zeros_like(qd))
     with jax.named_scope("fwd_constraint"):
         with jax.named_scope("make_constraint"):
-            rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact)
+            rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact, pos.ten_length,
+                                       pos.ten_J)
             aref = constraint.reference_acceleration(rows, qd)
         prob = solver.Problem(M=pos.mass_matrix, qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth, J=rows.J,
                               D=rows.D, R=rows.R, aref=aref, floss=rows.floss)
@@ -138,7 +151,8 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
         with jax.named_scope("constraint_force"):
             efc_force = solver.constraint_force(cfg, prob, qacc)
             qfrc_constraint = com.mm(rows.J.T, efc_force)
-    return _Acceleration(actu, cvel, cdof_dot, bias, pas, qacc_smooth, qacc, efc_force, qfrc_constraint)
+    return _Acceleration(actu, ten_velocity, cvel, cdof_dot, bias, pas, qacc_smooth, qacc, efc_force,
+                         qfrc_constraint)
 
 
 def _body_velocity(sys: System, xpos: jax.Array, sub: jax.Array, cvel: jax.Array) -> Motion:
@@ -163,7 +177,8 @@ def _make_state(sys: System, q: jax.Array, qd: jax.Array, mocap: _Mocap, time: j
         actuator_force=acc.act.force, qfrc_bias=acc.qfrc_bias, qfrc_passive=acc.qfrc_passive,
         qfrc_actuator=acc.act.qfrc, qacc_smooth=acc.qacc_smooth, qacc=acc.qacc,
         contact=contact, efc_force=acc.efc_force, qfrc_constraint=acc.qfrc_constraint,
-        qacc_warmstart=acc.qacc, sensordata=sensordata,
+        qacc_warmstart=acc.qacc, sensordata=sensordata, ten_length=pos.ten_length, ten_J=pos.ten_J,
+        ten_velocity=acc.ten_velocity,
     )
 
 
@@ -221,8 +236,13 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     return state.replace(sensordata=_sensors(sys, state, acc, no_data))
 
 
-def _velocity_derivative(sys: System, act: dynamics.Actuation) -> jax.Array:
-    """(nv,) diagonal of d(qfrc_passive + qfrc_actuator)/d qd used by the implicit updates."""
+def _velocity_derivative(sys: System, act: dynamics.Actuation, ten_J: jax.Array) -> jax.Array:
+    """d(qfrc_passive + qfrc_actuator)/d qd used by the implicit updates: its (nv,) diagonal, or the
+    (nv, nv) matrix under implicitfast when the model has tendons (their dampers couple dofs).
+
+    Euler's implicit damping is MuJoCo's: dof damping only (mj_EulerSkip leaves tendon dampers
+    explicit); implicitfast adds actuator velocity gains and tendon dampers (mjd_smooth_vel).
+    """
     dflags = sys.opt.disableflags
     qdv = jnp.zeros(sys.nv, sys.dof_damping.dtype)
     if not dflags & mjtDisableBit.mjDSBL_DAMPER:
@@ -231,6 +251,8 @@ def _velocity_derivative(sys: System, act: dynamics.Actuation) -> jax.Array:
     if implicitfast and sys.nu and not dflags & mjtDisableBit.mjDSBL_ACTUATION:
         gear = sys.actuator_gear[:, 0]
         qdv = qdv.at[structure(sys).act_dof].add(gear * gear * act.dforce_dvel)
+    if implicitfast and sys.ntendon and not dflags & mjtDisableBit.mjDSBL_DAMPER:
+        return jnp.diag(qdv) + tendon.damping_derivative(sys, ten_J)
     return qdv
 
 
@@ -279,7 +301,7 @@ def step(sys: System, state: State, act: jax.Array) -> State:
             if euler and sys.opt.disableflags & mjtDisableBit.mjDSBL_EULERDAMP:
                 qd = v0 + h * a0
             else:
-                qdv = _velocity_derivative(sys, acc.act)
+                qdv = _velocity_derivative(sys, acc.act, pos0.ten_J)
                 qd = integrator.implicit_velocity(state.mass_matrix, v0, a0, qdv, h)
             q = integrator.integrate_pos(sys, q0, qd, h)
 

@@ -200,6 +200,33 @@ class System:
     """(nsite, 3) site geometry size (the zone of touch sensors)."""
     sensor_cutoff: jax.Array
     """(nsensor,) clamp of real (both sides) and positive (above) sensor values; 0: none."""
+    wrap_prm: jax.Array
+    """(nwrap,) wrap parameter: a fixed tendon's joint coefficient, a pulley's divisor (the side-site
+    ids of geom wraps are structure: `wrap_sidesite`)."""
+    tendon_range: jax.Array
+    """(ntendon, 2) tendon length limits, applied where `tendon_limited`."""
+    tendon_margin: jax.Array
+    """(ntendon,) limit margin."""
+    tendon_solref_lim: jax.Array
+    """(ntendon, 2) limit solref."""
+    tendon_solimp_lim: jax.Array
+    """(ntendon, 5) limit solimp."""
+    tendon_frictionloss: jax.Array
+    """(ntendon,) dry friction loss; rows exist for the tendons with frictionloss > 0 at load (as dofs')."""
+    tendon_solref_fri: jax.Array
+    """(ntendon, 2) friction-loss solref."""
+    tendon_solimp_fri: jax.Array
+    """(ntendon, 5) friction-loss solimp."""
+    tendon_stiffness: jax.Array
+    """(ntendon,) spring stiffness."""
+    tendon_damping: jax.Array
+    """(ntendon,) damping along the tendon."""
+    tendon_lengthspring: jax.Array
+    """(ntendon, 2) spring dead band [lower, upper]: no spring force between them."""
+    tendon_armature: jax.Array
+    """(ntendon,) inertia along the tendon (armature·JᵀJ on the mass matrix)."""
+    tendon_invweight0: jax.Array
+    """(ntendon,) inverse inertia along the tendon at qpos0, from MuJoCo (limit/friction regularizer)."""
 
     # ---- sizes, structure and type codes (static) ----
     nq: int = dataclasses.field(metadata=_STATIC)
@@ -264,6 +291,9 @@ class System:
     """Joint of each dof."""
     dof_parentid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Parent dof in the kinematic tree (-1 for none)."""
+    dof_simplenum: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """MuJoCo's count of consecutive "simple" dofs from each dof (nonzero: its M row holds only the
+    diagonal, so MuJoCo drops tendon armature and implicit damping couplings to it)."""
     dof_hasfrictionloss: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether the dof has a friction-loss constraint row (frictionloss > 0 at load time)."""
     geom_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
@@ -332,6 +362,22 @@ class System:
     """(nsensor, mjNSENS) integer parameters: a rangefinder's [i][0] is its `mujoco.mjtRayDataField` bit
     mask (which of distance, direction, origin, point, normal, depth it reports); a contact sensor's
     [i][:3] are its dataspec, reduce and num."""
+    ntendon: int = dataclasses.field(metadata=_STATIC)
+    """Number of tendons."""
+    tendon_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """First wrap entry of each tendon."""
+    tendon_num: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Number of wrap entries of each tendon."""
+    tendon_limited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether the tendon's length range is enforced (a limit constraint row)."""
+    tendon_hasfrictionloss: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether the tendon has a friction-loss constraint row (frictionloss > 0 at load time)."""
+    wrap_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtWrap` code of each wrap entry: joint (fixed tendons), site, pulley, sphere, cylinder."""
+    wrap_objid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Joint, site or geom id of each wrap entry (-1 for pulleys)."""
+    wrap_sidesite: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Side site of each geom wrap entry (-1: none, and for every other entry)."""
     contact_pairs: CollisionPairs = dataclasses.field(metadata=_STATIC)
     """Collision candidates: which geom pairs, their condim and collider (static, built at load);
     their parameters are mixed from the `geom_*` and `pair_*` leaves every step."""
@@ -347,6 +393,8 @@ class System:
     """Site names ('' if unnamed)."""
     sensor_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Sensor names ('' if unnamed; `brax_physics.sensor` looks values up by them)."""
+    tendon_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
+    """Tendon names ('' if unnamed)."""
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 
