@@ -175,23 +175,31 @@ def test_passive_forces_and_armature_match_mujoco() -> None:
     assert min(lengths) < 0.1 and max(lengths) > 0.3 and any(0.1 < x < 0.3 for x in lengths)
 
 
-def _rollout_error(xml: str, steps: int, seed: int = 5, pos: float = 0.6, vel: float = 1.0) -> float:
+def _rollout(xml: str, steps: int, seed: int = 5, pos: float = 0.6,
+             vel: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Ours and MuJoCo's (qpos, sensordata) after each of `steps` steps from a random state."""
     sys, m = _model(xml)
     q, qd = _random_state(m, seed, pos, vel)
     d = mujoco.MjData(m)
     d.qpos[:], d.qvel[:] = q, qd
 
-    def body(s: bp.State, _: None) -> tuple[bp.State, jax.Array]:
+    def body(s: bp.State, _: None) -> tuple[bp.State, tuple[jax.Array, jax.Array]]:
         s = bp.step(sys, s, jnp.zeros(sys.nu))
-        return s, s.q
+        return s, (s.q, s.sensordata)
 
     s0 = bp.init(sys, jnp.asarray(q, jnp.float32), jnp.asarray(qd, jnp.float32))
-    _, qs = jax.jit(lambda s: jax.lax.scan(body, s, None, length=steps))(s0)
-    want = []
+    _, (qs, data) = jax.jit(lambda s: jax.lax.scan(body, s, None, length=steps))(s0)
+    want_q, want_data = [], []
     for _ in range(steps):
         mujoco.mj_step(m, d)
-        want.append(d.qpos.copy())
-    return float(np.max(np.abs(np.asarray(qs) - np.stack(want))))
+        want_q.append(d.qpos.copy())
+        want_data.append(d.sensordata.copy())
+    return np.asarray(qs), np.stack(want_q), np.asarray(data), np.stack(want_data)
+
+
+def _rollout_error(xml: str, steps: int, seed: int = 5, pos: float = 0.6, vel: float = 1.0) -> float:
+    q, want_q, _, _ = _rollout(xml, steps, seed, pos, vel)
+    return float(np.max(np.abs(q - want_q)))
 
 
 @pytest.mark.parametrize("integrator", ["Euler", "implicitfast"])
@@ -216,6 +224,16 @@ ROWS = (
     .replace('<spatial name="arm">', '<spatial name="arm" frictionloss="0.1" solreffriction="0.05 1">')
     .replace('<spatial name="rope">', '<spatial name="rope" range="0.5 0.9" margin="0.05" '
              'solreflimit="0.03 0.8" solimplimit="0.8 0.9 0.02 0.4 3">')
+    .replace("</tendon>", """</tendon>
+  <sensor>
+    <tendonpos tendon="rope"/>
+    <tendonvel tendon="coupling"/>
+    <tendonactuatorfrc tendon="rope"/>
+    <tendonlimitpos tendon="coupling"/>
+    <tendonlimitvel tendon="rope"/>
+    <tendonlimitfrc tendon="rope"/>
+    <tendonlimitfrc tendon="coupling"/>
+  </sensor>""")
 )
 
 
@@ -252,8 +270,13 @@ def test_constraint_rows_match_mujoco() -> None:
     assert seen >= 2  # both tendon limits active at once, in several poses
 
 
-def test_tendon_limit_trajectory_matches_mujoco() -> None:
-    assert _rollout_error(ROWS, 60, seed=3, pos=0.3, vel=0.3) < 2e-4
+def test_tendon_limit_trajectory_and_sensors_match_mujoco() -> None:
+    q, want_q, data, want_data = _rollout(ROWS, 60, seed=3, pos=0.3, vel=0.3)
+    assert np.max(np.abs(q - want_q)) < 2e-4
+    np.testing.assert_allclose(data, want_data, rtol=1e-3, atol=1e-3 * np.max(np.abs(want_data)))
+    # the limit sensors saw both limits engaged (and not engaged)
+    limits = want_data[:, [3, 4, 5, 6]]
+    assert np.all(np.any(limits != 0, axis=0)) and np.all(np.any(limits == 0, axis=0))
 
 
 def test_geom_wrapping_is_refused() -> None:
