@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from typing import Any
 
@@ -126,9 +127,9 @@ def test_gym_humanoid_tendons_match_mujoco() -> None:
 
 
 def _suite(name: str) -> str:
-    import dm_control
-
-    return os.path.join(os.path.dirname(dm_control.__file__), "suite", f"{name}.xml")
+    spec = importlib.util.find_spec("dm_control")
+    assert spec is not None and spec.origin is not None, "dm_control (a test oracle) is not installed"
+    return os.path.join(os.path.dirname(spec.origin), "suite", f"{name}.xml")
 
 
 @pytest.mark.parametrize("which", ["ball_in_cup", "gym_humanoid"])
