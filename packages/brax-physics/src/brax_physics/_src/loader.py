@@ -175,9 +175,6 @@ def _unsupported_tendons(m: Any) -> list[str]:
 
 # Sensor types MuJoCo has that are not computed here, and why (the others: "not supported").
 _SENSOR_WHY = {
-    **{t: "tendon sensors are not supported" for t in (
-        mjtSensor.mjSENS_TENDONPOS, mjtSensor.mjSENS_TENDONVEL, mjtSensor.mjSENS_TENDONACTFRC,
-        mjtSensor.mjSENS_TENDONLIMITPOS, mjtSensor.mjSENS_TENDONLIMITVEL, mjtSensor.mjSENS_TENDONLIMITFRC)},
     mjtSensor.mjSENS_USER: "user sensors (MuJoCo's mjcb_sensor callback) are not supported",
     mjtSensor.mjSENS_PLUGIN: "plugin sensors are not supported",
 }

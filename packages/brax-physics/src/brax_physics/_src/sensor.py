@@ -29,6 +29,7 @@ from mujoco import (
     mjtSameFrame,
     mjtSensor,
     mjtStage,
+    mjtTrn,
 )
 
 from brax_physics._src import constraint, ray
@@ -44,18 +45,19 @@ POS_TYPES = (
     _S.mjSENS_MAGNETOMETER, _S.mjSENS_JOINTPOS, _S.mjSENS_ACTUATORPOS, _S.mjSENS_BALLQUAT, _S.mjSENS_FRAMEPOS,
     _S.mjSENS_FRAMEQUAT, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS, _S.mjSENS_FRAMEZAXIS,
     _S.mjSENS_SUBTREECOM, _S.mjSENS_CLOCK, _S.mjSENS_JOINTLIMITPOS, _S.mjSENS_RANGEFINDER,
+    _S.mjSENS_TENDONPOS, _S.mjSENS_TENDONLIMITPOS,
 )
 """Position-stage sensor types computed here."""
 VEL_TYPES = (
     _S.mjSENS_VELOCIMETER, _S.mjSENS_GYRO, _S.mjSENS_JOINTVEL, _S.mjSENS_ACTUATORVEL, _S.mjSENS_BALLANGVEL,
     _S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL, _S.mjSENS_SUBTREELINVEL, _S.mjSENS_SUBTREEANGMOM,
-    _S.mjSENS_JOINTLIMITVEL,
+    _S.mjSENS_JOINTLIMITVEL, _S.mjSENS_TENDONVEL, _S.mjSENS_TENDONLIMITVEL,
 )
 """Velocity-stage sensor types computed here."""
 ACC_TYPES = (
     _S.mjSENS_TOUCH, _S.mjSENS_ACCELEROMETER, _S.mjSENS_FORCE, _S.mjSENS_TORQUE, _S.mjSENS_ACTUATORFRC,
     _S.mjSENS_JOINTACTFRC, _S.mjSENS_FRAMELINACC, _S.mjSENS_FRAMEANGACC, _S.mjSENS_JOINTLIMITFRC,
-    _S.mjSENS_CONTACT,
+    _S.mjSENS_CONTACT, _S.mjSENS_TENDONACTFRC, _S.mjSENS_TENDONLIMITFRC,
 )
 """Acceleration-stage sensor types computed here."""
 STAGE: dict[int, int] = {
@@ -323,6 +325,22 @@ def _rangefinder(sys: System, fwd: State, ids: np.ndarray) -> jax.Array:
     return every.reshape(-1)[np.concatenate(cols).astype(np.int32)]
 
 
+def _tendon_limit_rows(sys: System, fwd: State,
+                       ids: np.ndarray) -> tuple[np.ndarray, jax.Array, jax.Array, jax.Array]:
+    """As `_limit_rows`, for the tendons sensed by `ids`: static index among the tendon limit rows
+    (-1: none), whether the row is active, dist - margin, and the row's sign (+1 at the lower limit)."""
+    lay = constraint.layout(sys)
+    ten = np.asarray(sys.sensor_objid, np.int32)[ids]
+    row = np.asarray([int(np.flatnonzero(lay.limit_tendons == t)[0]) if t in lay.limit_tendons else -1
+                      for t in ten], np.int32)
+    rng = sys.tendon_range[ten]
+    length = fwd.ten_length[ten]
+    lo, hi = length - rng[:, 0], rng[:, 1] - length
+    over = jnp.minimum(lo, hi) - sys.tendon_margin[ten]  # the nearer limit, as constraint.make_rows
+    active = jnp.asarray(row >= 0) & (over < 0)
+    return row, active, over, jnp.where(lo < hi, 1.0, -1.0)
+
+
 def position(sys: System, fwd: State) -> Values:
     """Values of the position-stage sensors (MuJoCo mj_sensorPos)."""
     out: Values = {}
@@ -363,6 +381,11 @@ def position(sys: System, fwd: State) -> Values:
             out[t] = jnp.where(active, over, 0.0)[:, None]
         elif t == _S.mjSENS_RANGEFINDER:
             out[t] = _rangefinder(sys, fwd, ids)
+        elif t == _S.mjSENS_TENDONPOS:
+            out[t] = fwd.ten_length[objid][:, None]
+        elif t == _S.mjSENS_TENDONLIMITPOS:
+            _, active, over, _ = _tendon_limit_rows(sys, fwd, ids)
+            out[t] = jnp.where(active, over, 0.0)[:, None]
     return out
 
 
@@ -414,6 +437,11 @@ def velocity(sys: System, fwd: State, cvel: jax.Array) -> Values:
         elif t == _S.mjSENS_JOINTLIMITVEL:
             _, active, _, vel = _limit_rows(sys, fwd, ids)
             out[t] = jnp.where(active, vel, 0.0)[:, None]
+        elif t == _S.mjSENS_TENDONVEL:
+            out[t] = fwd.ten_velocity[objid][:, None]
+        elif t == _S.mjSENS_TENDONLIMITVEL:
+            _, active, _, sign = _tendon_limit_rows(sys, fwd, ids)
+            out[t] = jnp.where(active, sign * fwd.ten_velocity[objid], 0.0)[:, None]
         elif t in (_S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL):
             ang, lin = _object_motion(sys, fwd, cvel, objtype, objid, local=False)
             if _has_ref(sys, ids):
@@ -619,6 +647,22 @@ def acceleration(sys: System, fwd: State, cvel: jax.Array, cdof_dot: jax.Array) 
                 out[t] = jnp.where(active, force, 0.0)[:, None]
         elif t == _S.mjSENS_CONTACT:
             out[t] = jnp.concatenate([_contact(sys, fwd, int(i)) for i in ids])
+        elif t == _S.mjSENS_TENDONACTFRC:
+            # the forces of the actuators that pull on the tendon (tendon transmissions)
+            through = (np.asarray(sys.actuator_trntype, np.int32)[None, :] == int(mjtTrn.mjTRN_TENDON)) & (
+                np.asarray([a for a, _ in sys.actuator_trnid], np.int32).reshape(1, -1) == objid[:, None])
+            if through.any():
+                out[t] = mm(jnp.asarray(through, fwd.qd.dtype), fwd.actuator_force)[:, None]
+            else:
+                out[t] = jnp.zeros((ids.size, 1), fwd.qd.dtype)
+        elif t == _S.mjSENS_TENDONLIMITFRC:
+            row, active, _, _ = _tendon_limit_rows(sys, fwd, ids)
+            if row.max() < 0:
+                out[t] = jnp.zeros((ids.size, 1), fwd.qd.dtype)
+            else:
+                lay = constraint.layout(sys)
+                force = fwd.efc_force[lay.nfloss + lay.limit_jnts.size + np.maximum(row, 0)]
+                out[t] = jnp.where(active, force, 0.0)[:, None]
     return out
 
 

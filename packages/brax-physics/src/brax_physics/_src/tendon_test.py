@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 from typing import Any
 
@@ -125,6 +126,27 @@ def test_gym_humanoid_tendons_match_mujoco() -> None:
     _compare_position(_gym_humanoid(), (0, 1))
 
 
+def _suite(name: str) -> str:
+    spec = importlib.util.find_spec("dm_control")
+    assert spec is not None and spec.origin is not None, "dm_control (a test oracle) is not installed"
+    return os.path.join(os.path.dirname(spec.origin), "suite", f"{name}.xml")
+
+
+@pytest.mark.parametrize("which", ["ball_in_cup", "gym_humanoid"])
+def test_real_model_trajectory_matches_mujoco(which: str) -> None:
+    """0.1 s with zero control from qpos0 (the ball drops until the string catches it; the humanoid falls)."""
+    path = _suite("ball_in_cup") if which == "ball_in_cup" else _gym_humanoid()
+    _, m = _model(path)
+    steps = round(0.1 / m.opt.timestep)
+    q, want_q, _, _ = _rollout(path, steps, pos=0.0, vel=0.0)
+    assert np.max(np.abs(q - want_q)) < 5e-3
+    if which == "ball_in_cup":  # the string's limit caught the ball
+        d = mujoco.MjData(m)
+        for _ in range(steps):
+            mujoco.mj_step(m, d)
+        assert mujoco.mjtConstraint.mjCNSTR_LIMIT_TENDON in d.efc_type
+
+
 def test_models_without_tendons_have_empty_fields() -> None:
     sys = bp.load_mjcf('<mujoco><worldbody><body><joint/><geom size=".1"/></body></worldbody></mujoco>')
     s = bp.init(sys)
@@ -175,23 +197,31 @@ def test_passive_forces_and_armature_match_mujoco() -> None:
     assert min(lengths) < 0.1 and max(lengths) > 0.3 and any(0.1 < x < 0.3 for x in lengths)
 
 
-def _rollout_error(xml: str, steps: int, seed: int = 5, pos: float = 0.6, vel: float = 1.0) -> float:
+def _rollout(xml: str, steps: int, seed: int = 5, pos: float = 0.6,
+             vel: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Ours and MuJoCo's (qpos, sensordata) after each of `steps` steps from a random state."""
     sys, m = _model(xml)
     q, qd = _random_state(m, seed, pos, vel)
     d = mujoco.MjData(m)
     d.qpos[:], d.qvel[:] = q, qd
 
-    def body(s: bp.State, _: None) -> tuple[bp.State, jax.Array]:
+    def body(s: bp.State, _: None) -> tuple[bp.State, tuple[jax.Array, jax.Array]]:
         s = bp.step(sys, s, jnp.zeros(sys.nu))
-        return s, s.q
+        return s, (s.q, s.sensordata)
 
     s0 = bp.init(sys, jnp.asarray(q, jnp.float32), jnp.asarray(qd, jnp.float32))
-    _, qs = jax.jit(lambda s: jax.lax.scan(body, s, None, length=steps))(s0)
-    want = []
+    _, (qs, data) = jax.jit(lambda s: jax.lax.scan(body, s, None, length=steps))(s0)
+    want_q, want_data = [], []
     for _ in range(steps):
         mujoco.mj_step(m, d)
-        want.append(d.qpos.copy())
-    return float(np.max(np.abs(np.asarray(qs) - np.stack(want))))
+        want_q.append(d.qpos.copy())
+        want_data.append(d.sensordata.copy())
+    return np.asarray(qs), np.stack(want_q), np.asarray(data), np.stack(want_data)
+
+
+def _rollout_error(xml: str, steps: int, seed: int = 5, pos: float = 0.6, vel: float = 1.0) -> float:
+    q, want_q, _, _ = _rollout(xml, steps, seed, pos, vel)
+    return float(np.max(np.abs(q - want_q)))
 
 
 @pytest.mark.parametrize("integrator", ["Euler", "implicitfast"])
@@ -216,6 +246,16 @@ ROWS = (
     .replace('<spatial name="arm">', '<spatial name="arm" frictionloss="0.1" solreffriction="0.05 1">')
     .replace('<spatial name="rope">', '<spatial name="rope" range="0.5 0.9" margin="0.05" '
              'solreflimit="0.03 0.8" solimplimit="0.8 0.9 0.02 0.4 3">')
+    .replace("</tendon>", """</tendon>
+  <sensor>
+    <tendonpos tendon="rope"/>
+    <tendonvel tendon="coupling"/>
+    <tendonactuatorfrc tendon="rope"/>
+    <tendonlimitpos tendon="coupling"/>
+    <tendonlimitvel tendon="rope"/>
+    <tendonlimitfrc tendon="rope"/>
+    <tendonlimitfrc tendon="coupling"/>
+  </sensor>""")
 )
 
 
@@ -252,8 +292,68 @@ def test_constraint_rows_match_mujoco() -> None:
     assert seen >= 2  # both tendon limits active at once, in several poses
 
 
-def test_tendon_limit_trajectory_matches_mujoco() -> None:
-    assert _rollout_error(ROWS, 60, seed=3, pos=0.3, vel=0.3) < 2e-4
+def test_tendon_limit_trajectory_and_sensors_match_mujoco() -> None:
+    q, want_q, data, want_data = _rollout(ROWS, 60, seed=3, pos=0.3, vel=0.3)
+    assert np.max(np.abs(q - want_q)) < 2e-4
+    np.testing.assert_allclose(data, want_data, rtol=1e-3, atol=1e-3 * np.max(np.abs(want_data)))
+    # the limit sensors saw both limits engaged (and not engaged)
+    limits = want_data[:, [3, 4, 5, 6]]
+    assert np.all(np.any(limits != 0, axis=0)) and np.all(np.any(limits == 0, axis=0))
+
+
+GRAD_ARM = """
+<mujoco model="tendon_grad">
+  <option timestep="0.005"/>
+  <worldbody>
+    <site name="anchor" pos="0.3 0 1.4"/>
+    <body name="upper" pos="0 0 1">
+      <joint name="shoulder" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.04"/>
+      <site name="s_upper" pos="0.3 0 0"/>
+      <body name="lower" pos="0.4 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <site name="s_lower" pos="0.3 0.05 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="couple" stiffness="5" damping="0.3" springlength="0 0">
+      <joint joint="shoulder" coef="1"/>
+      <joint joint="elbow" coef="-0.5"/>
+    </fixed>
+    <spatial name="cord" stiffness="30" springlength="0.3" damping="0.2">
+      <site site="anchor"/>
+      <site site="s_upper"/>
+      <site site="s_lower"/>
+    </spatial>
+  </tendon>
+</mujoco>
+"""
+
+
+def test_gradient_through_tendon_steps_matches_finite_differences() -> None:
+    sys, _ = _model(GRAD_ARM)
+
+    def final_q_sum(qd0: jax.Array, stiffness: jax.Array) -> jax.Array:
+        s_ = sys.replace(tendon_stiffness=stiffness)
+        s = bp.init(s_, qd=qd0)
+        s, _ = jax.lax.scan(lambda st, _: (bp.step(s_, st, jnp.zeros(0)), None), s, None, length=20)
+        return jnp.sum(s.q)
+
+    qd0 = jnp.asarray([1.0, -2.0])
+    k = sys.tendon_stiffness
+    f = jax.jit(final_q_sum)
+    g_qd, g_k = jax.jit(jax.grad(final_q_sum, argnums=(0, 1)))(qd0, k)
+    assert np.all(np.isfinite(g_qd)) and np.all(np.isfinite(g_k))
+    assert np.min(np.abs(g_k)) > 1e-4  # both springs matter
+    for x, g, eps in ((qd0, g_qd, 1e-2), (k, g_k, 0.5)):
+        for i in range(x.shape[0]):
+            e = jnp.zeros_like(x).at[i].set(eps)
+            args_p = (qd0 + e, k) if x is qd0 else (qd0, k + e)
+            args_m = (qd0 - e, k) if x is qd0 else (qd0, k - e)
+            fd = (float(f(*args_p)) - float(f(*args_m))) / (2 * eps)
+            assert abs(float(g[i]) - fd) <= 2e-2 * abs(fd) + 1e-4, (i, float(g[i]), fd)
 
 
 def test_geom_wrapping_is_refused() -> None:
