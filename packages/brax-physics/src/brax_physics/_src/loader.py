@@ -15,6 +15,7 @@ from mujoco import (
     mjtCone,
     mjtDyn,
     mjtEnableBit,
+    mjtEq,
     mjtGain,
     mjtIntegrator,
     mjtJoint,
@@ -24,6 +25,7 @@ from mujoco import (
 )
 
 from brax_physics._src.collision.pairs import PairGroup, collision_pairs
+from brax_physics._src.equality import SUPPORTED as EQ_SUPPORTED
 from brax_physics._src.mjenum import keyword
 from brax_physics._src.options_check import emit_option_warnings
 from brax_physics._src.sensor import FRAME_OBJECTS, STAGE
@@ -61,12 +63,19 @@ def unsupported(m: Any) -> list[str]:
     obj = mujoco.mjtObj
     for count, o, kind, tag, what in (
         (m.ntendon, obj.mjOBJ_TENDON, "tendon", "tendon", "tendons are not supported"),
-        (m.neq, obj.mjOBJ_EQUALITY, "equality", "equality", "equality constraints are not supported"),
         (m.nflex, obj.mjOBJ_FLEX, "flex", "flex", "flexes are not supported"),
         (m.nplugin, obj.mjOBJ_PLUGIN, "plugin", "plugin", "plugins are not supported"),
     ):
         name = _namer(m, o, kind)
         errs += [f"{name(i)} (<{tag}>): {what}" for i in range(count)]
+
+    eq = _namer(m, obj.mjOBJ_EQUALITY, "equality")
+    for i in range(m.neq):
+        t = int(m.eq_type[i])
+        if t not in EQ_SUPPORTED:
+            tag = keyword(mjtEq, t)
+            errs.append(f"{eq(i)} (<{tag}>): {tag} equality constraints are not supported "
+                        "(connect, weld and joint are)")
 
     body = _namer(m, obj.mjOBJ_BODY, "body")
     for b in range(m.nbody):
@@ -143,7 +152,7 @@ def unsupported(m: Any) -> list[str]:
     pair = _namer(m, obj.mjOBJ_PAIR, "pair")
     for k in np.flatnonzero(np.asarray(m.pair_adhesion) != 0):
         errs.append(f"{pair(int(k))} (<pair>): adhesion is not supported")
-    for g in np.flatnonzero(np.asarray(m.geom_fluid).reshape(m.ngeom, -1)[:, 0] != 0):
+    for g in np.flatnonzero(np.asarray(m.geom_fluid).reshape(m.ngeom, mujoco.mjNFLUID)[:, 0] != 0):
         errs.append(f"{geom(int(g))}: fluidshape=ellipsoid is not supported (the inertia-box fluid model is)")
     if opt.enableflags & mjtEnableBit.mjENBL_SLEEP:
         errs.append("option: flag sleep is not supported")
@@ -268,8 +277,11 @@ def from_mjmodel(m: Any) -> System:
         actuator_forcerange=_f32(m.actuator_forcerange.reshape(m.nu, 2)),
         site_pos=_f32(m.site_pos.reshape(m.nsite, 3)), site_quat=_f32(m.site_quat.reshape(m.nsite, 4)),
         site_size=_f32(m.site_size.reshape(m.nsite, 3)), sensor_cutoff=_f32(m.sensor_cutoff),
+        eq_data=_f32(m.eq_data.reshape(m.neq, mujoco.mjNEQDATA)),
+        eq_solref=_f32(m.eq_solref.reshape(m.neq, mujoco.mjNREF)),
+        eq_solimp=_f32(m.eq_solimp.reshape(m.neq, mujoco.mjNIMP)),
         nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
-        nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata),
+        nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata), neq=int(m.neq),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),
         body_weldid=_ints(m.body_weldid), body_sameframe=_ints(m.body_sameframe),
         geom_sameframe=_ints(m.geom_sameframe),
@@ -295,9 +307,12 @@ def from_mjmodel(m: Any) -> System:
         sensor_objtype=_ints(m.sensor_objtype), sensor_objid=_ints(m.sensor_objid),
         sensor_reftype=_ints(m.sensor_reftype), sensor_refid=_ints(m.sensor_refid),
         sensor_dim=_ints(m.sensor_dim), sensor_adr=_ints(m.sensor_adr),
+        eq_type=_ints(m.eq_type), eq_obj1id=_ints(m.eq_obj1id), eq_obj2id=_ints(m.eq_obj2id),
+        eq_objtype=_ints(m.eq_objtype), eq_active0=_bools(m.eq_active0),
         contact_pairs=pairs,
         body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),
         geom_names=_names(m, obj.mjOBJ_GEOM, m.ngeom), actuator_names=_names(m, obj.mjOBJ_ACTUATOR, m.nu),
         site_names=_names(m, obj.mjOBJ_SITE, m.nsite), sensor_names=_names(m, obj.mjOBJ_SENSOR, m.nsensor),
+        eq_names=_names(m, obj.mjOBJ_EQUALITY, m.neq),
         mj_model_ref=_model_ref(m),
     )

@@ -19,10 +19,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat, rotate
-from mujoco import mjtDataType, mjtDisableBit, mjtGeom, mjtObj, mjtSameFrame, mjtSensor, mjtStage
+from brax_math import force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat
+from mujoco import mjtDataType, mjtDisableBit, mjtGeom, mjtObj, mjtSensor, mjtStage
 
-from brax_physics._src import constraint
+from brax_physics._src import constraint, kinematics
 from brax_physics._src.com import mm
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.state import State
@@ -138,28 +138,8 @@ def _by_objtype(objtype: np.ndarray, parts: dict[int, jax.Array], n: int) -> jax
 
 
 def site_frames(sys: System, fwd: State, sites: np.ndarray) -> tuple[jax.Array, jax.Array]:
-    """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat).
-
-    Like geoms, a site whose frame MuJoCo's compiler found to coincide with its body's or inertial
-    frame (`site_sameframe`) copies that frame, as MuJoCo's mj_local2Global does.
-    """
-    b = np.asarray(sys.site_bodyid, np.int32)[sites]
-    sf = np.asarray(sys.site_sameframe, np.int32)[sites]
-    xquat = fwd.x.rot[b]
-    pos = fwd.x.pos[b] + rotate(sys.site_pos[sites], xquat)
-    mat = quat_to_mat(quat_mul(xquat, sys.site_quat[sites]))
-    f = mjtSameFrame
-    copy_pos = {f.mjSAMEFRAME_BODY: fwd.x.pos[b], f.mjSAMEFRAME_INERTIA: fwd.xipos[b]}
-    for code, value in copy_pos.items():
-        if np.any(sf == code):
-            pos = jnp.where(_col(sf == code), value, pos)
-    body_rot = np.isin(sf, (f.mjSAMEFRAME_BODY, f.mjSAMEFRAME_BODYROT))
-    inertia_rot = np.isin(sf, (f.mjSAMEFRAME_INERTIA, f.mjSAMEFRAME_INERTIAROT))
-    if body_rot.any():
-        mat = jnp.where(jnp.asarray(body_rot)[:, None, None], quat_to_mat(xquat), mat)
-    if inertia_rot.any():
-        mat = jnp.where(jnp.asarray(inertia_rot)[:, None, None], fwd.ximat[b], mat)
-    return pos, mat
+    """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat)."""
+    return kinematics.site_frames(sys, fwd.x.pos, fwd.x.rot, fwd.xipos, fwd.ximat, sites)
 
 
 def object_frames(sys: System, fwd: State, objtype: np.ndarray,
@@ -557,7 +537,7 @@ def acceleration(sys: System, fwd: State, cvel: jax.Array, cdof_dot: jax.Array) 
             if row.max() < 0:
                 out[t] = jnp.zeros((ids.size, 1), fwd.qd.dtype)
             else:
-                force = fwd.efc_force[constraint.layout(sys).nfloss + np.maximum(row, 0)]
+                force = fwd.efc_force[constraint.layout(sys).limit_start + np.maximum(row, 0)]
                 out[t] = jnp.where(active, force, 0.0)[:, None]
     return out
 

@@ -196,6 +196,13 @@ class System:
     """(nsite, 3) site geometry size (the zone of touch sensors)."""
     sensor_cutoff: jax.Array
     """(nsensor,) clamp of real (both sides) and positive (above) sensor values; 0: none."""
+    eq_data: jax.Array
+    """(neq, 12) equality parameters: connect anchors in body1/body2 (0:3, 3:6); weld anchor in body2
+    (0:3), relpose position (3:6) and quaternion (6:10), torquescale (10); joint/tendon polycoef (0:5)."""
+    eq_solref: jax.Array
+    """(neq, 2) equality solref."""
+    eq_solimp: jax.Array
+    """(neq, 5) equality solimp."""
 
     # ---- sizes, structure and type codes (static) ----
     nq: int = dataclasses.field(metadata=_STATIC)
@@ -216,6 +223,8 @@ class System:
     """Number of sensors."""
     nsensordata: int = dataclasses.field(metadata=_STATIC)
     """Length of `State.sensordata` (sum of `sensor_dim`)."""
+    neq: int = dataclasses.field(metadata=_STATIC)
+    """Number of equality constraints."""
     body_parentid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Parent body id (world's parent is itself)."""
     body_rootid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
@@ -308,6 +317,16 @@ class System:
     """Number of values of each sensor."""
     sensor_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Address of each sensor's first value in `State.sensordata`."""
+    eq_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtEq` code of each equality: connect, weld, joint (or tendon)."""
+    eq_obj1id: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """First constrained object (body, site, joint or tendon per `eq_objtype`/`eq_type`)."""
+    eq_obj2id: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Second constrained object (world body 0 for connect/weld, -1 for joint/tendon when absent)."""
+    eq_objtype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtObj` code of connect/weld objects: body or site."""
+    eq_active0: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Initial `State.eq_active` of each equality (MJCF `active`)."""
     contact_pairs: CollisionPairs = dataclasses.field(metadata=_STATIC)
     """Collision candidates: which geom pairs, their condim and collider (static, built at load);
     their parameters are mixed from the `geom_*` and `pair_*` leaves every step."""
@@ -323,6 +342,8 @@ class System:
     """Site names ('' if unnamed)."""
     sensor_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Sensor names ('' if unnamed; `brax_physics.sensor` looks values up by them)."""
+    eq_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
+    """Equality constraint names ('' if unnamed), in `State.eq_active` order."""
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 
