@@ -293,3 +293,44 @@ def jdotv(sys: System, frames: kinematics.Frames, cdof: jax.Array, subtree_com: 
     if lay.joint.size:
         parts.append(jnp.zeros(lay.joint.size, dtype))
     return jnp.concatenate(parts)[lay.order]
+
+
+def cfrc_ext(sys: System, xpos: jax.Array, xquat: jax.Array, subtree_com: jax.Array,
+             efc_force: jax.Array) -> jax.Array:
+    """(nbody, 6) com-based wrenches of the connect and weld forces on their bodies (MuJoCo's
+    mj_rnePostConstraint adds them to cfrc_ext; zero for the world and for joint equalities).
+
+    As MuJoCo: a row triple's force acts at each anchor (`eq_data` point or site position in its body),
+    +force on body1 and −force on body2; a weld's orientation rows are applied as a torque unmapped.
+    """
+    lay = layout(sys)
+    out = jnp.zeros((sys.nbody, 6), xpos.dtype)
+    root = structure(sys).root
+    for eqs, weld in ((lay.connect, False), (lay.weld, True)):
+        if not eqs.size:
+            continue
+        first = np.asarray([np.flatnonzero(lay.row_eq == e)[0] for e in eqs], np.int32)
+        force = efc_force[first[:, None] + np.arange(3)[None, :]]
+        torque = efc_force[first[:, None] + np.arange(3, 6)[None, :]] if weld else jnp.zeros_like(force)
+        site = np.asarray(sys.eq_objtype, np.int32)[eqs] == mjtObj.mjOBJ_SITE
+        data = sys.eq_data[eqs]
+        site_body = np.asarray(sys.site_bodyid, np.int32).reshape(-1)
+        for k, (obj, sign) in enumerate(((sys.eq_obj1id, 1.0), (sys.eq_obj2id, -1.0))):
+            o = np.asarray(obj, np.int32)[eqs]
+            so = np.where(site, o, 0)
+            body = np.where(site, site_body[so] if site_body.size else 0, o).astype(np.int32)
+            # body1's point: connect eq_data[0:3], weld [3:6]; body2's the other one; sites: site_pos
+            cols = slice(3, 6) if weld == (k == 0) else slice(0, 3)
+            local = data[:, cols]
+            if site.any():
+                local = jnp.where(jnp.asarray(site)[:, None], sys.site_pos[so], local)
+            keep = np.flatnonzero(body > 0)  # MuJoCo applies nothing to the world
+            if not keep.size:
+                continue
+            b = body[keep]
+            point = xpos[b] + rotate(local[keep], xquat[b])
+            arm = point - subtree_com[root[b]]
+            f = force[keep]
+            wrench = jnp.concatenate([torque[keep] + jnp.cross(arm, f), f], axis=-1)
+            out = out.at[b].add(sign * wrench)
+    return out

@@ -107,7 +107,8 @@ def test_forces_match_mujoco() -> None:
 
 # Independent mechanisms, one compile: a four-bar closed by a connect, a free box welded to the world
 # (relpose, torquescale), a free load welded to a swinging arm (own solref/solimp), two hinges coupled
-# by a polycoef, a pendulum tip held on a site of a free body by a site connect.
+# by a polycoef, a pendulum tip held on a site of a free body by a site connect. Force and torque
+# sensors on bodies the connect and weld forces act on (MuJoCo adds those forces to cfrc_ext).
 SCENE = """<mujoco><option timestep="0.002"/>
 <default><geom contype="0" conaffinity="0"/><joint axis="0 1 0"/></default>
 <worldbody>
@@ -116,7 +117,7 @@ SCENE = """<mujoco><option timestep="0.002"/>
  <body name="coupler" pos="0 0 .3"><joint name="coupler"/>
   <geom type="capsule" fromto="0 0 0 1 0 0" size=".02"/>
  </body></body>
-<body name="rocker" pos="1 0 1"><joint name="rocker"/>
+<body name="rocker" pos="1 0 1"><joint name="rocker"/><site name="rocker_s" pos="0 0 .1"/>
   <geom type="capsule" fromto="0 0 0 0 0 .3" size=".02"/></body>
 <body name="box" pos="0 1 1" euler="10 20 30"><freejoint name="box"/>
   <geom type="box" size=".1 .05 .03"/></body>
@@ -124,7 +125,7 @@ SCENE = """<mujoco><option timestep="0.002"/>
   <geom type="capsule" fromto="0 0 0 0 .4 0" size=".02"/>
 </body>
 <body name="load" pos="0 2.45 1" euler="0 0 20"><freejoint name="load"/>
-  <geom type="sphere" size=".05" pos=".02 0 0"/>
+  <geom type="sphere" size=".05" pos=".02 0 0"/><site name="load_s" pos=".01 .02 0"/>
 </body>
 <body name="p1" pos="0 3 1"><joint name="p1"/><geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/></body>
 <body name="p2" pos="0 3.5 1"><joint name="p2"/><geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/></body>
@@ -143,6 +144,10 @@ SCENE = """<mujoco><option timestep="0.002"/>
 <joint name="couple" joint1="p2" joint2="p1" polycoef="0.1 -0.8 0.3 0 0"/>
 <connect name="hang" site1="tip" site2="hook"/>
 </equality>
+<sensor>
+<force site="load_s"/><torque site="load_s"/><accelerometer site="load_s"/>
+<force site="rocker_s"/><torque site="rocker_s"/><force site="hook"/><torque site="hook"/>
+</sensor>
 </mujoco>"""
 QVEL0 = {"crank": 2.0, "arm": 1.5, "p1": -2.0, "pend": 1.0}
 CHUNK = 25  # steps per compiled rollout (one compile for every test)
@@ -162,22 +167,23 @@ def _qvel0(m: Any) -> np.ndarray:
 
 
 @jax.jit
-def _rollout(sys: bp.System, state: bp.State) -> tuple[bp.State, jax.Array, jax.Array]:
-    def body(s: bp.State, _: None) -> tuple[bp.State, tuple[jax.Array, jax.Array]]:
+def _rollout(sys: bp.System, state: bp.State) -> tuple[bp.State, jax.Array, jax.Array, jax.Array]:
+    def body(s: bp.State, _: None) -> tuple[bp.State, tuple[jax.Array, jax.Array, jax.Array]]:
         s = bp.step(sys, s, jnp.zeros(0, s.qd.dtype))
-        return s, (s.q, s.qd)
+        return s, (s.q, s.qd, s.sensordata)
 
-    s, (q, qd) = jax.lax.scan(body, state, None, length=CHUNK)
-    return s, q, qd
+    s, (q, qd, data) = jax.lax.scan(body, state, None, length=CHUNK)
+    return s, q, qd, data
 
 
-def _mujoco(m: Any, d: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
-    qs, qds = [], []
+def _mujoco(m: Any, d: Any, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    qs, qds, data = [], [], []
     for _ in range(n):
         mujoco.mj_step(m, d)
         qs.append(d.qpos.copy())
         qds.append(d.qvel.copy())
-    return np.array(qs), np.array(qds)
+        data.append(d.sensordata.copy())
+    return np.array(qs), np.array(qds), np.array(data)
 
 
 def _assert_close(q: jax.Array, qd: jax.Array, mq: np.ndarray, mqd: np.ndarray) -> None:
@@ -191,9 +197,10 @@ def test_trajectory_matches_mujoco() -> None:
     d.qvel[:] = _qvel0(m)
     s = bp.init(sys, sys.qpos0, jnp.asarray(d.qvel, jnp.float32))
     for _ in range(2):
-        s, q, qd = _rollout(sys, s)
-        mq, mqd = _mujoco(m, d, CHUNK)
+        s, q, qd, data = _rollout(sys, s)
+        mq, mqd, mdata = _mujoco(m, d, CHUNK)
         _assert_close(q, qd, mq, mqd)
+        np.testing.assert_allclose(np.asarray(data, np.float64), mdata, atol=2e-3 * np.max(np.abs(mdata)))
     assert np.max(np.abs(mq - m.qpos0)) > 0.05  # the mechanisms move
 
 
@@ -210,8 +217,8 @@ def test_toggling_eq_active_matches_mujoco() -> None:
         active[inactive] = False
         s = s.replace(eq_active=jnp.asarray(active))
         d.eq_active[:] = active
-        s, q, qd = _rollout(sys, s)
-        mq, mqd = _mujoco(m, d, CHUNK)
+        s, q, qd, _ = _rollout(sys, s)
+        mq, mqd, _ = _mujoco(m, d, CHUNK)
         _assert_close(q, qd, mq, mqd)
     row_eq = constraint.layout(sys).eq.row_eq
     force = np.asarray(s.efc_force)[: row_eq.size]

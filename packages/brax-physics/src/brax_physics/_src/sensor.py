@@ -22,7 +22,7 @@ import numpy as np
 from brax_math import force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat
 from mujoco import mjtDataType, mjtDisableBit, mjtGeom, mjtObj, mjtSensor, mjtStage
 
-from brax_physics._src import constraint, kinematics
+from brax_physics._src import constraint, equality, kinematics
 from brax_physics._src.com import mm
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.state import State
@@ -369,12 +369,14 @@ def cacc(sys: System, fwd: State, cdof_dot: jax.Array) -> jax.Array:
 
 
 def cfrc_ext(sys: System, fwd: State) -> jax.Array:
-    """(nbody, 6) com-based external forces on the bodies: the contact forces (MuJoCo cfrc_ext).
+    """(nbody, 6) com-based external forces on the bodies: contact, connect and weld forces (MuJoCo cfrc_ext).
 
-    The world body's row is zero. Equality constraints and applied forces would add theirs here.
+    The world body's row is zero. Applied forces would add theirs here.
     """
     lay = constraint.layout(sys)
     out = jnp.zeros((sys.nbody, 6), fwd.qd.dtype)
+    if lay.eq.connect.size or lay.eq.weld.size:
+        out = equality.cfrc_ext(sys, fwd.x.pos, fwd.x.rot, fwd.subtree_com, fwd.efc_force)
     if not lay.ncon:
         return out
     con = fwd.contact
