@@ -224,3 +224,70 @@ def test_toggling_eq_active_matches_mujoco() -> None:
     force = np.asarray(s.efc_force)[: row_eq.size]
     assert np.all(force[row_eq == off[0]] == 0)  # the inactive weld
     assert np.all(np.abs(force[row_eq == sys.eq_names.index("box_world")]) > 0)
+
+
+# Equality rows come first: friction loss, limit and contact rows (and contact_force, the limit
+# sensor) must read theirs after them.
+MIXED = """<mujoco><option timestep="0.004"/>
+<worldbody><geom type="plane" size="0 0 1"/>
+<body name="arm" pos="0 0 .5"><joint name="hinge" axis="0 1 0" range="-10 10" frictionloss="0.2"/>
+  <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02" contype="0" conaffinity="0"/></body>
+<body name="ball" pos=".3 0 .099"><freejoint/><geom size=".1"/></body>
+</worldbody>
+<equality><connect body1="arm" body2="ball" anchor=".3 0 0" solref="0.05 1"/></equality>
+<sensor><jointlimitfrc joint="hinge"/></sensor>
+</mujoco>"""
+
+
+def test_rows_after_equalities_keep_their_offsets() -> None:
+    m = mujoco.MjModel.from_xml_string(MIXED)
+    d = mujoco.MjData(m)
+    d.qpos[m.jnt_qposadr[0]] = np.deg2rad(10.2)  # past the upper limit
+    d.qvel[:] = 0.3 * np.random.default_rng(0).normal(size=m.nv)
+    d.qvel[m.jnt_dofadr[0]] = 3.0  # into the limit
+    mujoco.mj_forward(m, d)
+    sys = bp.from_mjmodel(m)
+    s = jax.jit(bp.init)(sys, jnp.asarray(d.qpos, jnp.float32), jnp.asarray(d.qvel, jnp.float32))
+    lay = constraint.layout(sys)
+    assert (lay.neq, lay.nfloss, lay.nlimit, d.ne, d.nf, d.nl) == (3, 1, 1, 3, 1, 1)
+    assert d.ncon == 1
+    n = lay.contact_start
+    active = np.asarray(s.contact.active)
+    ours = np.concatenate([np.asarray(s.efc_force)[:n],
+                           np.asarray(s.efc_force)[n:][np.repeat(active, 4)]])
+    scale = np.max(np.abs(d.efc_force))
+    np.testing.assert_allclose(ours, d.efc_force, atol=1e-4 * scale)
+    want = np.zeros(6)
+    mujoco.mj_contactForce(m, d, 0, want)
+    np.testing.assert_allclose(np.asarray(s.contact.force)[active][0], want, atol=1e-4 * scale)
+    np.testing.assert_allclose(np.asarray(s.sensordata), d.sensordata, atol=1e-4 * scale)
+    assert abs(d.sensordata[0]) > 0
+
+
+def test_disabled_equalities_have_no_rows() -> None:
+    flag = '<option timestep="0.002"><flag equality="disable"/></option>'
+    xml = SCENE.replace('<option timestep="0.002"/>', flag)
+    m = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    sys = bp.from_mjmodel(m)
+    assert d.nefc == constraint.layout(sys).nefc == 0
+
+
+def test_gradient_through_satisfied_connect_is_finite() -> None:
+    """At qpos0 the connect's violation is exactly zero: the impedance's norm must not give NaN."""
+    xml = """<mujoco><worldbody>
+    <body name="b1" pos="0 0 1"><joint axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/></body>
+    <body name="b2" pos=".3 0 1"><joint axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -.3" size=".02"/></body>
+    </worldbody><equality><connect body1="b1" body2="b2" anchor=".3 0 0"/></equality></mujoco>"""
+    sys = bp.load_mjcf(xml)
+    s0 = bp.init(sys)
+
+    def final(qd: jax.Array) -> jax.Array:
+        s = bp.step(sys, s0.replace(qd=qd), jnp.zeros(0, jnp.float32))
+        return jnp.sum(s.q)
+
+    g = np.asarray(jax.jit(jax.grad(final))(jnp.zeros(sys.nv, jnp.float32)))
+    assert np.all(np.isfinite(g)) and np.any(g != 0)
