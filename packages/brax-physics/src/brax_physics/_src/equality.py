@@ -157,6 +157,26 @@ def _pure(v: jax.Array) -> jax.Array:
     return jnp.concatenate([jnp.zeros_like(v[..., :1]), v], axis=-1)
 
 
+def _pair(sys: System, eqs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Objects 1 and 2 of joint/tendon equalities `eqs` and whether object 2 exists (if not, object 1
+    stands in for it, so gathers stay in range; `_coupling` ignores it)."""
+    o1 = np.asarray(sys.eq_obj1id, np.int32)[eqs]
+    o2 = np.asarray(sys.eq_obj2id, np.int32)[eqs]
+    has2 = o2 >= 0
+    return o1, np.where(has2, o2, o1).astype(np.int32), has2
+
+
+def _coupling(coef: jax.Array, x1: jax.Array, x2: jax.Array, has2: np.ndarray, J1: jax.Array,
+              J2: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(n,) violation x1 − poly(x2) and (n, nv) Jacobian J1 − poly'(x2) J2 of joint/tendon couplings
+    (coefficients `coef` (n, 5); without object 2: x1 − coef[0] and J1)."""
+    x2 = jnp.where(jnp.asarray(has2), x2, 0.0)
+    c0, c1, c2, c3, c4 = (coef[:, k] for k in range(5))  # Horner forms: safe gradients at x2 = 0
+    poly = c0 + x2 * (c1 + x2 * (c2 + x2 * (c3 + x2 * c4)))
+    deriv = jnp.where(jnp.asarray(has2), c1 + x2 * (2 * c2 + x2 * (3 * c3 + x2 * 4 * c4)), 0.0)
+    return x1 - poly, J1 - deriv[:, None] * J2
+
+
 def rows(sys: System, q: jax.Array, frames: kinematics.Frames, cdof: jax.Array, subtree_com: jax.Array,
          eq_active: jax.Array) -> Rows:
     """Equality rows at positions `q` with the position stage `frames`, `cdof`, `subtree_com`."""
@@ -199,26 +219,17 @@ def rows(sys: System, q: jax.Array, frames: kinematics.Frames, cdof: jax.Array, 
 
     if lay.joint.size:
         e = lay.joint
-        j1 = np.asarray(sys.eq_obj1id, np.int32)[e]
-        j2 = np.asarray(sys.eq_obj2id, np.int32)[e]
-        has2 = j2 >= 0
-        j2c = np.where(has2, j2, j1)
+        j1, j2, has2 = _pair(sys, e)
         qadr, dofadr = np.asarray(sys.jnt_qposadr, np.int32), np.asarray(sys.jnt_dofadr, np.int32)
-        coef = sys.eq_data[e, :5]
-        x1 = q[qadr[j1]] - sys.qpos0[qadr[j1]]
-        x2 = jnp.where(jnp.asarray(has2), q[qadr[j2c]] - sys.qpos0[qadr[j2c]], 0.0)
-        c0, c1, c2, c3, c4 = (coef[:, k] for k in range(5))  # Horner forms: safe gradients at x2 = 0
-        poly = c0 + x2 * (c1 + x2 * (c2 + x2 * (c3 + x2 * c4)))
-        deriv = c1 + x2 * (2 * c2 + x2 * (3 * c3 + x2 * 4 * c4))
         eye = np.eye(nv, dtype=np.float32)
-        J = jnp.asarray(eye[dofadr[j1]], dtype) - jnp.where(
-            jnp.asarray(has2)[:, None], deriv[:, None] * jnp.asarray(eye[dofadr[j2c]], dtype), 0.0)
-        pos = x1 - poly
+        pos, J = _coupling(sys.eq_data[e, :5], q[qadr[j1]] - sys.qpos0[qadr[j1]],
+                           q[qadr[j2]] - sys.qpos0[qadr[j2]], has2, jnp.asarray(eye[dofadr[j1]], dtype),
+                           jnp.asarray(eye[dofadr[j2]], dtype))
         Js.append(J)
         poss.append(pos)
         imps.append(pos)
         w = sys.dof_invweight0
-        As.append(w[dofadr[j1]] + jnp.where(jnp.asarray(has2), w[dofadr[j2c]], 0.0))
+        As.append(w[dofadr[j1]] + jnp.where(jnp.asarray(has2), w[dofadr[j2]], 0.0))
 
     def ordered(xs: list[jax.Array]) -> jax.Array:
         return jnp.concatenate(xs)[lay.order]
