@@ -180,3 +180,16 @@ def _where(mask: np.ndarray, a: jax.Array, b: jax.Array) -> jax.Array:
     if mask.all():
         return a
     return jnp.where(jnp.asarray(mask).reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)
+
+
+def site_xpos(sys: System, fr: Frames, sites: np.ndarray) -> jax.Array:
+    """(n, 3) world positions of `sites` (MuJoCo site_xpos).
+
+    Like geoms, a site whose frame MuJoCo's compiler found to coincide with its body's or inertial
+    frame (`site_sameframe`) copies that frame's position, as MuJoCo's mj_local2Global does.
+    """
+    b = np.asarray(sys.site_bodyid, np.int32)[sites]
+    sf = np.asarray(sys.site_sameframe, np.int32)[sites]
+    pos = fr.xpos[b] + rotate(sys.site_pos[sites], fr.xquat[b])
+    pos = _where(sf == int(mjtSameFrame.mjSAMEFRAME_INERTIA), fr.xipos[b], pos)
+    return _where(sf == int(mjtSameFrame.mjSAMEFRAME_BODY), fr.xpos[b], pos)

@@ -22,6 +22,7 @@ from mujoco import (
     mjtObj,
     mjtSensor,
     mjtTrn,
+    mjtWrap,
 )
 
 from brax_physics._src.collision.pairs import PairGroup, collision_pairs
@@ -62,7 +63,6 @@ def unsupported(m: Any) -> list[str]:
     errs: list[str] = []
     obj = mujoco.mjtObj
     for count, o, kind, tag, what in (
-        (m.ntendon, obj.mjOBJ_TENDON, "tendon", "tendon", "tendons are not supported"),
         (m.nflex, obj.mjOBJ_FLEX, "flex", "flex", "flexes are not supported"),
         (m.nplugin, obj.mjOBJ_PLUGIN, "plugin", "plugin", "plugins are not supported"),
     ):
@@ -76,6 +76,7 @@ def unsupported(m: Any) -> list[str]:
             tag = keyword(mjtEq, t)
             errs.append(f"{eq(i)} (<{tag}>): {tag} equality constraints are not supported "
                         "(connect, weld and joint are)")
+    errs += _unsupported_tendons(m)
 
     body = _namer(m, obj.mjOBJ_BODY, "body")
     for b in range(m.nbody):
@@ -161,9 +162,39 @@ def unsupported(m: Any) -> list[str]:
     return errs
 
 
+def _unsupported_tendons(m: Any) -> list[str]:
+    """Messages for the tendon features of MjModel `m` that are not computed here, naming each tendon."""
+    errs: list[str] = []
+    name = _namer(m, mujoco.mjtObj.mjOBJ_TENDON, "tendon")
+    for i in range(m.ntendon):
+        adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
+        types = [int(t) for t in m.wrap_type[adr : adr + num]]
+        fixed = types[0] == mjtWrap.mjWRAP_JOINT
+        where = f"{name(i)} (<{'fixed' if fixed else 'spatial'}>)"
+        if any(t in (mjtWrap.mjWRAP_SPHERE, mjtWrap.mjWRAP_CYLINDER) for t in types):
+            errs.append(f"{where}: wrapping around geoms is not supported (site paths and pulleys are)")
+        if fixed and any(int(m.jnt_type[m.wrap_objid[k]]) not in (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE)
+                         for k in range(adr, adr + num)):
+            errs.append(f"{where}: fixed tendons over ball or free joints are not supported")
+        if np.any(m.tendon_stiffnesspoly[i] != 0) or np.any(m.tendon_dampingpoly[i] != 0):
+            errs.append(f"{where}: nonlinear stiffness/damping is not supported")
+        if m.tendon_springyield[i] != 0 or m.tendon_plasticadr[i] >= 0:
+            errs.append(f"{where}: plastic springs are not supported")
+        if m.tendon_actfrclimited[i]:
+            errs.append(f"{where}: actuatorfrcrange is not supported")
+        if not fixed and m.tendon_armature[i] != 0:
+            # MuJoCo adds a bias force armature·(J̇·qvel)·J for spatial tendons (mj_tendonBias)
+            errs.append(f"{where}: armature on a spatial tendon is not supported (fixed tendons only)")
+        for what, on in (("limited=true", m.tendon_limited[i]),
+                         ("frictionloss", m.tendon_frictionloss[i] > 0)):
+            if on:
+                errs.append(f"{where}: {what} is not supported yet")
+    return errs
+
+
 # Sensor types MuJoCo has that are not computed here, and why (the others: "not supported").
 _SENSOR_WHY = {
-    **{t: "tendons are not supported" for t in (
+    **{t: "tendon sensors are not supported" for t in (
         mjtSensor.mjSENS_TENDONPOS, mjtSensor.mjSENS_TENDONVEL, mjtSensor.mjSENS_TENDONACTFRC,
         mjtSensor.mjSENS_TENDONLIMITPOS, mjtSensor.mjSENS_TENDONLIMITVEL, mjtSensor.mjSENS_TENDONLIMITFRC)},
     mjtSensor.mjSENS_USER: "user sensors (MuJoCo's mjcb_sensor callback) are not supported",
@@ -226,6 +257,12 @@ def _bools(x: Any) -> tuple[bool, ...]:
     return tuple(bool(v) for v in np.asarray(x).reshape(-1))
 
 
+def _wrap_sidesites(m: Any) -> tuple[int, ...]:
+    """Side site of each wrap entry: the rounded wrap_prm of sphere/cylinder wraps, else -1."""
+    geom = np.isin(np.asarray(m.wrap_type), (int(mjtWrap.mjWRAP_SPHERE), int(mjtWrap.mjWRAP_CYLINDER)))
+    return tuple(round(float(p)) if g else -1 for p, g in zip(np.asarray(m.wrap_prm), geom, strict=True))
+
+
 def _model_ref(m: Any) -> ModelRef:
     buf = np.empty(mujoco.mj_sizeModel(m), np.uint8)
     mujoco.mj_saveModel(m, None, buf)
@@ -249,6 +286,7 @@ def from_mjmodel(m: Any) -> System:
         ls_iterations=int(o.ls_iterations), tolerance=float(o.tolerance), ls_tolerance=float(o.ls_tolerance),
     )
     obj = mujoco.mjtObj
+    nten = int(m.ntendon)
     return System(
         opt=opt,
         body_pos=_f32(m.body_pos), body_quat=_f32(m.body_quat), body_ipos=_f32(m.body_ipos),
@@ -280,6 +318,10 @@ def from_mjmodel(m: Any) -> System:
         eq_data=_f32(m.eq_data.reshape(m.neq, mujoco.mjNEQDATA)),
         eq_solref=_f32(m.eq_solref.reshape(m.neq, mujoco.mjNREF)),
         eq_solimp=_f32(m.eq_solimp.reshape(m.neq, mujoco.mjNIMP)),
+        wrap_prm=_f32(m.wrap_prm),
+        tendon_stiffness=_f32(m.tendon_stiffness), tendon_damping=_f32(m.tendon_damping),
+        tendon_lengthspring=_f32(m.tendon_lengthspring.reshape(nten, 2)),
+        tendon_armature=_f32(m.tendon_armature),
         nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
         nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata), neq=int(m.neq),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),
@@ -292,7 +334,7 @@ def from_mjmodel(m: Any) -> System:
         jnt_type=_ints(m.jnt_type), jnt_qposadr=_ints(m.jnt_qposadr), jnt_dofadr=_ints(m.jnt_dofadr),
         jnt_bodyid=_ints(m.jnt_bodyid), jnt_limited=_bools(m.jnt_limited),
         dof_bodyid=_ints(m.dof_bodyid), dof_jntid=_ints(m.dof_jntid), dof_parentid=_ints(m.dof_parentid),
-        dof_hasfrictionloss=_bools(np.asarray(m.dof_frictionloss) > 0),
+        dof_simplenum=_ints(m.dof_simplenum), dof_hasfrictionloss=_bools(np.asarray(m.dof_frictionloss) > 0),
         geom_type=_ints(m.geom_type), geom_bodyid=_ints(m.geom_bodyid), geom_contype=_ints(m.geom_contype),
         geom_conaffinity=_ints(m.geom_conaffinity), geom_condim=_ints(m.geom_condim),
         geom_priority=_ints(m.geom_priority), geom_dataid=_ints(m.geom_dataid),
@@ -309,10 +351,15 @@ def from_mjmodel(m: Any) -> System:
         sensor_dim=_ints(m.sensor_dim), sensor_adr=_ints(m.sensor_adr),
         eq_type=_ints(m.eq_type), eq_obj1id=_ints(m.eq_obj1id), eq_obj2id=_ints(m.eq_obj2id),
         eq_objtype=_ints(m.eq_objtype), eq_active0=_bools(m.eq_active0),
+        ntendon=nten, tendon_adr=_ints(m.tendon_adr), tendon_num=_ints(m.tendon_num),
+        tendon_limited=_bools(m.tendon_limited),
+        tendon_hasfrictionloss=_bools(np.asarray(m.tendon_frictionloss) > 0),
+        wrap_type=_ints(m.wrap_type), wrap_objid=_ints(m.wrap_objid), wrap_sidesite=_wrap_sidesites(m),
         contact_pairs=pairs,
         body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),
         geom_names=_names(m, obj.mjOBJ_GEOM, m.ngeom), actuator_names=_names(m, obj.mjOBJ_ACTUATOR, m.nu),
         site_names=_names(m, obj.mjOBJ_SITE, m.nsite), sensor_names=_names(m, obj.mjOBJ_SENSOR, m.nsensor),
         eq_names=_names(m, obj.mjOBJ_EQUALITY, m.neq),
+        tendon_names=_names(m, obj.mjOBJ_TENDON, nten),
         mj_model_ref=_model_ref(m),
     )
