@@ -2,7 +2,7 @@
 
 Rows come in MuJoCo's order: equality constraints (`equality`), dof friction loss, joint limits
 (hinge/slide), contacts (pyramidal cone). Their number is static: every equality has its rows (3 for
-connect, 6 for weld, 1 for joint), every dof with friction loss at load time a row, every limited
+connect, 6 for weld, 1 for joint and tendon), every dof with friction loss at load time a row, every limited
 scalar joint one row (for its nearer limit), every contact slot 1 (condim 1) or 2(condim-1) rows.
 Rows that MuJoCo would not instantiate (an inactive equality, a limit or contact farther than its
 margin) are kept with `active == False`: their D and reference acceleration are zero, so they carry

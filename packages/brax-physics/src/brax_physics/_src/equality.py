@@ -9,9 +9,11 @@ Kinds and rows, in MuJoCo's order (by equality id, each equality's rows together
   (`relpose = eq_data[6:10]`; with sites, q1 and q2 are the sites' orientations and no relpose).
 - joint (1 row): `q1 − q1ref − poly(q2 − q2ref)` with `poly(x) = Σ_k eq_data[k] x^k` (k = 0..4), or
   `q1 − q1ref − eq_data[0]` without joint2 (ref = qpos0).
+- tendon (1 row): as joint, on tendon lengths (`ten_length`, ref = `tendon_length0`, J from `ten_J`).
 Rows are bilateral (the solver's cost is ½ D jar² on both sides). A connect's or weld's rows share one
 impedance, read at the norm of its `efc_pos`; A (mj_diagApprox) is the bodies' translational
-invweight0 for position rows and rotational for orientation rows, the dofs' invweight0 for joint rows.
+invweight0 for position rows and rotational for orientation rows, the dofs' (tendons') invweight0 for
+joint (tendon) rows.
 The reference acceleration of connect and weld rows also subtracts J̇·qd (`jdotv`), as MuJoCo 4 does.
 Every equality always has its rows (static shapes); `State.eq_active` switches them on and off.
 """
@@ -33,10 +35,11 @@ from brax_physics._src.com import mm
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 
-SUPPORTED = (int(mjtEq.mjEQ_CONNECT), int(mjtEq.mjEQ_WELD), int(mjtEq.mjEQ_JOINT))
+SUPPORTED = (int(mjtEq.mjEQ_CONNECT), int(mjtEq.mjEQ_WELD), int(mjtEq.mjEQ_JOINT), int(mjtEq.mjEQ_TENDON))
 """`mujoco.mjtEq` codes of the equality kinds built here (the loader refuses the others)."""
 
-_NROW = {int(mjtEq.mjEQ_CONNECT): 3, int(mjtEq.mjEQ_WELD): 6, int(mjtEq.mjEQ_JOINT): 1}
+_NROW = {int(mjtEq.mjEQ_CONNECT): 3, int(mjtEq.mjEQ_WELD): 6, int(mjtEq.mjEQ_JOINT): 1,
+         int(mjtEq.mjEQ_TENDON): 1}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -49,9 +52,11 @@ class Layout:
     """(nweld,) equality ids of the weld constraints."""
     joint: np.ndarray
     """(njoint,) equality ids of the joint constraints."""
+    tendon: np.ndarray
+    """(ntendon_eq,) equality ids of the tendon constraints."""
     order: np.ndarray
     """(nrow,) for every row in MuJoCo's order, its index in the kind-blocked rows (connect rows,
-    weld rows, joint rows, each equality's rows together)."""
+    weld rows, joint rows, tendon rows, each equality's rows together)."""
     row_eq: np.ndarray
     """(nrow,) equality id of every row, in MuJoCo's order."""
 
@@ -79,7 +84,8 @@ def _layout(eq_type: tuple[int, ...], disableflags: int) -> Layout:
     order = [blocked[(i, k)] for i in range(types.size) if int(types[i]) in _NROW
              for k in range(_NROW[int(types[i])])]
     row_eq = [i for i in range(types.size) if int(types[i]) in _NROW for _ in range(_NROW[int(types[i])])]
-    return Layout(connect=kinds[0], weld=kinds[1], joint=kinds[2], order=np.asarray(order, np.int32),
+    return Layout(connect=kinds[0], weld=kinds[1], joint=kinds[2], tendon=kinds[3],
+                  order=np.asarray(order, np.int32),
                   row_eq=np.asarray(row_eq, np.int32))
 
 
@@ -178,8 +184,9 @@ def _coupling(coef: jax.Array, x1: jax.Array, x2: jax.Array, has2: np.ndarray, J
 
 
 def rows(sys: System, q: jax.Array, frames: kinematics.Frames, cdof: jax.Array, subtree_com: jax.Array,
-         eq_active: jax.Array) -> Rows:
-    """Equality rows at positions `q` with the position stage `frames`, `cdof`, `subtree_com`."""
+         eq_active: jax.Array, ten_length: jax.Array | None = None, ten_J: jax.Array | None = None) -> Rows:
+    """Equality rows at positions `q` with the position stage `frames`, `cdof`, `subtree_com` and (for
+    tendon equalities) the tendons' `ten_length` (ntendon,) and `ten_J` (ntendon, nv)."""
     lay = layout(sys)
     dtype = cdof.dtype
     nv = sys.nv
@@ -231,6 +238,20 @@ def rows(sys: System, q: jax.Array, frames: kinematics.Frames, cdof: jax.Array, 
         w = sys.dof_invweight0
         As.append(w[dofadr[j1]] + jnp.where(jnp.asarray(has2), w[dofadr[j2]], 0.0))
 
+    if lay.tendon.size:
+        if ten_length is None or ten_J is None:
+            raise ValueError("equality.rows: the model has tendon equalities: pass ten_length and ten_J")
+        e = lay.tendon
+        t1, t2, has2 = _pair(sys, e)
+        length0 = sys.tendon_length0
+        pos, J = _coupling(sys.eq_data[e, :5], ten_length[t1] - length0[t1], ten_length[t2] - length0[t2],
+                           has2, ten_J[t1], ten_J[t2])
+        Js.append(J)
+        poss.append(pos)
+        imps.append(pos)
+        w = sys.tendon_invweight0
+        As.append(w[t1] + jnp.where(jnp.asarray(has2), w[t2], 0.0))
+
     def ordered(xs: list[jax.Array]) -> jax.Array:
         return jnp.concatenate(xs)[lay.order]
 
@@ -254,7 +275,7 @@ def _quat_dofs(sys: System) -> np.ndarray:
 
 def jdotv(sys: System, frames: kinematics.Frames, cdof: jax.Array, subtree_com: jax.Array, cvel: jax.Array,
           cdof_dot: jax.Array, qd: jax.Array) -> jax.Array:
-    """(nrow,) J̇·qd of every equality row (zero on joint rows), MuJoCo's mj_Jdotv.
+    """(nrow,) J̇·qd of every equality row (zero on joint and tendon rows), MuJoCo's mj_Jdotv.
 
     Point Jacobian derivatives are MuJoCo's mj_jacDot (cdof_dot of ball and free rotational dofs taken
     with the body's whole velocity); a weld's orientation rows differentiate ½ q2⁻¹ ⊗ (J1 − J2)qd ⊗ q1.
@@ -301,8 +322,8 @@ def jdotv(sys: System, frames: kinematics.Frames, cdof: jax.Array, subtree_com: 
         rot = (quat_mul(quat_mul(neg2_dot, dw), a.q1) + quat_mul(quat_mul(neg2, _pure(r1 - r2)), a.q1)
                + quat_mul(quat_mul(neg2, dw), q1_dot))[:, 1:]
         parts.append(jnp.concatenate([t1 - t2, 0.5 * ts[:, None] * rot], axis=-1).reshape(-1))
-    if lay.joint.size:
-        parts.append(jnp.zeros(lay.joint.size, dtype))
+    if lay.joint.size + lay.tendon.size:
+        parts.append(jnp.zeros(lay.joint.size + lay.tendon.size, dtype))
     return jnp.concatenate(parts)[lay.order]
 
 

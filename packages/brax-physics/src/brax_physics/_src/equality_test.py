@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 import brax_physics as bp
-from brax_physics._src import com, constraint, equality, kinematics
+from brax_physics._src import com, constraint, equality, kinematics, tendon
 from brax_physics._src.collision.contact import collide
 
 # Every kind and semantics at random poses: connect by bodies and by sites, weld between a ball-jointed
 # body and a free body (relpose, anchor, torquescale, own solref/solimp), weld by sites (direct
-# solref), weld of a free body to the world, joint coupling with a quartic polycoef, a fixed slide.
+# solref), weld of a free body to the world, joint coupling with a quartic polycoef, a fixed slide,
+# a fixed tendon coupled to a spatial one by a polycoef and a spatial tendon held at its length.
 ROWS_MODEL = """<mujoco>
 <default><geom contype="0" conaffinity="0"/></default>
 <worldbody>
@@ -34,14 +35,20 @@ ROWS_MODEL = """<mujoco>
   <site name="sg" pos=".3 0 0" quat="0.7 0.7 0 0"/></body></body>
 <body name="h" pos="1 2 1"><freejoint/><geom type="sphere" size=".1" pos=".05 0 0"/></body>
 </worldbody>
+<tendon>
+<fixed name="tf"><joint joint="j1" coef="1"/><joint joint="j3" coef="-0.5"/></fixed>
+<spatial name="ts"><site site="sb"/><site site="sc"/></spatial>
+</tendon>
 <equality>
 <connect body1="b" body2="c" anchor=".5 0 0"/>
+<tendon tendon1="tf" tendon2="ts" polycoef="0.1 0.4 0.2 0.1 0"/>
 <weld body1="g" body2="h" relpose=".1 .2 .3 .9 .1 .2 .3" anchor=".05 .1 0" torquescale="3" solref="0.05 0.7"
       solimp="0.8 0.9 0.01 0.3 3"/>
 <joint joint1="j1" joint2="j3" polycoef="0.1 0.5 -0.3 0.2 0.1"/>
 <connect site1="sb" site2="sg"/>
 <weld site1="sg" site2="sc" solref="-1000 -20"/>
 <joint joint1="j3b" polycoef=".05 0 0 0 0"/>
+<tendon tendon1="ts" polycoef="0.02 0 0 0 0" solref="0.03 0.8"/>
 <weld body1="h"/>
 </equality>
 </mujoco>"""
@@ -61,7 +68,8 @@ def _rows(sys: bp.System, q: jax.Array, qd: jax.Array,
     cdof = com.cdof(sys, fr, sub)
     cvel, cdof_dot = com.com_vel(sys, cdof, qd)
     con = collide(sys, fr.geom_xpos, fr.geom_xmat)
-    eq = equality.rows(sys, q, fr, cdof, sub, active)
+    ten_length, ten_J = tendon.tendon(sys, q, fr, sub, cdof)
+    eq = equality.rows(sys, q, fr, cdof, sub, active, ten_length, ten_J)
     rows = constraint.make_rows(sys, q, cdof, sub, con, eq)
     jdotv = equality.jdotv(sys, fr, cdof, sub, cvel, cdof_dot, qd)
     return rows, eq, constraint.reference_acceleration(rows, qd, jdotv)
@@ -84,7 +92,7 @@ def test_rows_match_mujoco(seed: int) -> None:
     rows, eq, aref = _rows(sys, jnp.asarray(d.qpos, jnp.float32), jnp.asarray(d.qvel, jnp.float32),
                            jnp.ones(sys.neq, bool))
     ne = d.ne
-    assert constraint.layout(sys).neq == ne == d.nefc == 3 + 6 + 1 + 3 + 6 + 1 + 6
+    assert constraint.layout(sys).neq == ne == d.nefc == 3 + 1 + 6 + 1 + 3 + 6 + 1 + 1 + 6
     assert np.all(d.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY)
     np.testing.assert_array_equal(constraint.layout(sys).eq.row_eq, d.efc_id)
     np.testing.assert_allclose(np.asarray(rows.J), d.efc_J.reshape(ne, m.nv), atol=2e-6)
@@ -107,7 +115,9 @@ def test_forces_match_mujoco() -> None:
 
 # Independent mechanisms, one compile: a four-bar closed by a connect, a free box welded to the world
 # (relpose, torquescale), a free load welded to a swinging arm (own solref/solimp), two hinges coupled
-# by a polycoef, a pendulum tip held on a site of a free body by a site connect. Force and torque
+# by a polycoef, a pendulum tip held on a site of a free body by a site connect, a knee that follows its
+# hip through a fixed tendon held at its length (as dm_control's quadruped), two hinges whose fixed
+# tendons are coupled by a polycoef. Force and torque
 # sensors on bodies the connect and weld forces act on (MuJoCo adds those forces to cfrc_ext).
 SCENE = """<mujoco><option timestep="0.002"/>
 <default><geom contype="0" conaffinity="0"/><joint axis="0 1 0"/></default>
@@ -135,7 +145,18 @@ SCENE = """<mujoco><option timestep="0.002"/>
 <body name="float" pos="0 4 .6"><freejoint name="float"/>
   <geom type="box" size=".05 .05 .05"/><site name="hook" pos="0 0 .1"/>
 </body>
+<body name="hip" pos="0 5 1"><joint name="hip"/><geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/>
+ <body name="knee" pos=".3 0 0"><joint name="knee"/>
+  <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/></body>
+</body>
+<body name="p3" pos="0 6 1"><joint name="p3"/><geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/></body>
+<body name="p4" pos="0 6.5 1"><joint name="p4"/><geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/></body>
 </worldbody>
+<tendon>
+<fixed name="leg"><joint joint="hip" coef="1"/><joint joint="knee" coef="0.5"/></fixed>
+<fixed name="t3"><joint joint="p3" coef="0.5"/></fixed>
+<fixed name="t4"><joint joint="p4" coef="2"/></fixed>
+</tendon>
 <equality>
 <connect name="fourbar" body1="coupler" body2="rocker" anchor="1 0 0"/>
 <weld name="box_world" body1="box" relpose="0 1 1.05 0.95 0.1 0.2 0" torquescale="0.5"/>
@@ -143,13 +164,15 @@ SCENE = """<mujoco><option timestep="0.002"/>
       solref="0.01 0.5" solimp="0.8 0.95 0.002 0.4 3"/>
 <joint name="couple" joint1="p2" joint2="p1" polycoef="0.1 -0.8 0.3 0 0"/>
 <connect name="hang" site1="tip" site2="hook"/>
+<tendon name="leg" tendon1="leg" solref="0.005 0.5" solimp="0.95 0.99 0.01"/>
+<tendon name="t34" tendon1="t4" tendon2="t3" polycoef="0 -1.2 0.5 0 0"/>
 </equality>
 <sensor>
 <force site="load_s"/><torque site="load_s"/><accelerometer site="load_s"/>
 <force site="rocker_s"/><torque site="rocker_s"/><force site="hook"/><torque site="hook"/>
 </sensor>
 </mujoco>"""
-QVEL0 = {"crank": 2.0, "arm": 1.5, "p1": -2.0, "pend": 1.0}
+QVEL0 = {"crank": 2.0, "arm": 1.5, "p1": -2.0, "pend": 1.0, "hip": 2.0, "p3": 1.5}
 CHUNK = 25  # steps per compiled rollout (one compile for every test)
 
 

@@ -325,8 +325,9 @@ RECIPES: dict[str, Recipe] = {
 
 
 # ---- equality constraints ----
-# A four-bar closed by a connect, a free load welded to a swinging arm (its own solref/solimp), and two
-# hinges coupled by a joint equality's polycoef; one joint sensor (the sweep compares sensordata).
+# A four-bar closed by a connect, a free load welded to a swinging arm (its own solref/solimp), two
+# hinges coupled by a joint equality's polycoef, two hinges whose fixed tendons are coupled by a tendon
+# equality; one joint sensor (the sweep compares sensordata).
 EQUALITY_MODEL = """
 <mujoco model="equality_sweep">
   <option timestep="0.002"/>
@@ -360,16 +361,30 @@ EQUALITY_MODEL = """
       <joint name="p2"/>
       <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/>
     </body>
+    <body name="p3" pos="0 4 1">
+      <joint name="p3"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/>
+    </body>
+    <body name="p4" pos="0 4.5 1">
+      <joint name="p4"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/>
+    </body>
   </worldbody>
+  <tendon>
+    <fixed name="t3"><joint joint="p3" coef="0.5"/></fixed>
+    <fixed name="t4"><joint joint="p4" coef="2"/></fixed>
+  </tendon>
   <equality>
     <connect name="fourbar" body1="coupler" body2="rocker" anchor="1 0 0"/>
     <weld name="arm_load" body1="arm" body2="load" solref="0.02 1" solimp="0.9 0.95 0.001 0.5 2"/>
     <joint name="couple" joint1="p2" joint2="p1" polycoef="0 0.8 0.3 0 0"/>
+    <tendon name="t34" tendon1="t4" tendon2="t3" polycoef="0 -1.2 0 0 0"/>
   </equality>
   <sensor><jointpos joint="p2"/></sensor>
 </mujoco>
 """
-SWEEPS["equality"] = Sweep(EQUALITY_MODEL, {"crank": (2.0,), "arm": (1.5,), "p1": (-2.0,)}, (), {})
+SWEEPS["equality"] = Sweep(EQUALITY_MODEL, {"crank": (2.0,), "arm": (1.5,), "p1": (-2.0,), "p3": (1.5,)},
+                           (), {})
 RECIPES.update({
     "eq_data": Recipe("eq:couple", 1, _set(-0.5), "the coupling's slope: p2 follows p1 the other way",
                       sweep="equality"),
@@ -377,6 +392,10 @@ RECIPES.update({
                         sweep="equality"),
     "eq_solimp": Recipe("eq:arm_load", None, _set(0.3, 0.6, 0.01, 0.5, 2.0), "a softer weld: the load sags",
                         sweep="equality"),
+    "tendon_length0": Recipe("tendon:t3", None, _set(0.2), "the tendon coupling's reference: p4 turns",
+                             sweep="equality"),
+    "tendon_invweight0": Recipe("tendon:t4", None, _scale(100.0), "the tendon coupling's regularizer: softer",
+                                sweep="equality"),
 })
 
 

@@ -75,7 +75,7 @@ def unsupported(m: Any) -> list[str]:
         if t not in EQ_SUPPORTED:
             tag = keyword(mjtEq, t)
             errs.append(f"{eq(i)} (<{tag}>): {tag} equality constraints are not supported "
-                        "(connect, weld and joint are)")
+                        "(connect, weld, joint and tendon are)")
     errs += _unsupported_tendons(m)
 
     body = _namer(m, obj.mjOBJ_BODY, "body")
@@ -321,7 +321,8 @@ def from_mjmodel(m: Any) -> System:
         wrap_prm=_f32(m.wrap_prm),
         tendon_stiffness=_f32(m.tendon_stiffness), tendon_damping=_f32(m.tendon_damping),
         tendon_lengthspring=_f32(m.tendon_lengthspring.reshape(nten, 2)),
-        tendon_armature=_f32(m.tendon_armature),
+        tendon_armature=_f32(m.tendon_armature), tendon_length0=_f32(m.tendon_length0),
+        tendon_invweight0=_f32(m.tendon_invweight0),
         nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
         nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata), neq=int(m.neq),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),

@@ -147,7 +147,8 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
         with jax.named_scope("make_constraint"):
             eq, jdotv = None, None
             if constraint.layout(sys).neq:
-                eq = equality.rows(sys, q, pos.frames, pos.cdof, pos.subtree_com, eq_active)
+                eq = equality.rows(sys, q, pos.frames, pos.cdof, pos.subtree_com, eq_active, pos.ten_length,
+                                   pos.ten_J)
                 jdotv = equality.jdotv(sys, pos.frames, pos.cdof, pos.subtree_com, cvel, cdof_dot, qd)
             rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact, eq)
             aref = constraint.reference_acceleration(rows, qd, jdotv)

@@ -214,6 +214,10 @@ class System:
     """(ntendon, 2) spring dead band [lower, upper]: no spring force between them."""
     tendon_armature: jax.Array
     """(ntendon,) inertia along the tendon (armature·JᵀJ on the mass matrix)."""
+    tendon_length0: jax.Array
+    """(ntendon,) tendon length at qpos0, from MuJoCo (the reference of tendon equalities)."""
+    tendon_invweight0: jax.Array
+    """(ntendon,) inverse inertia along the tendon at qpos0, from MuJoCo (tendon equality regularizer)."""
 
     # ---- sizes, structure and type codes (static) ----
     nq: int = dataclasses.field(metadata=_STATIC)
@@ -332,7 +336,7 @@ class System:
     sensor_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Address of each sensor's first value in `State.sensordata`."""
     eq_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
-    """`mujoco.mjtEq` code of each equality: connect, weld, joint (or tendon)."""
+    """`mujoco.mjtEq` code of each equality: connect, weld, joint or tendon."""
     eq_obj1id: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """First constrained object (body, site, joint or tendon per `eq_objtype`/`eq_type`)."""
     eq_obj2id: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
