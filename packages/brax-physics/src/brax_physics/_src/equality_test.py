@@ -314,3 +314,31 @@ def test_gradient_through_satisfied_connect_is_finite() -> None:
 
     g = np.asarray(jax.jit(jax.grad(final))(jnp.zeros(sys.nv, jnp.float32)))
     assert np.all(np.isfinite(g)) and np.any(g != 0)
+
+
+def test_dm_control_quadruped_tendon_couplings_match_mujoco() -> None:
+    """dm_control's quadruped (4 tendon equalities couple each leg's joints) with zero control, its
+    actuators and sensors removed, geoms colliding only with the floor (the pairs we collide)."""
+    dm_control = pytest.importorskip("dm_control")
+    spec = mujoco.MjSpec.from_file(f"{dm_control.__path__[0]}/suite/quadruped.xml")
+    for element in [*spec.actuators, *spec.sensors]:
+        spec.delete(element)
+    for g in list(spec.geoms):
+        if g.type in (mujoco.mjtGeom.mjGEOM_HFIELD, mujoco.mjtGeom.mjGEOM_CYLINDER):
+            spec.delete(g)
+        else:
+            floor = g.type == mujoco.mjtGeom.mjGEOM_PLANE
+            g.contype, g.conaffinity = (0, 1) if floor else (1, 0)
+    m = spec.compile()
+    assert m.neq == 4 and set(m.eq_type.tolist()) == {int(mujoco.mjtEq.mjEQ_TENDON)}
+    sys = bp.from_mjmodel(m)
+    d = mujoco.MjData(m)
+    d.qvel[:] = 0.3 * np.random.default_rng(0).normal(size=m.nv)
+    s = bp.init(sys, jnp.asarray(d.qpos, jnp.float32), jnp.asarray(d.qvel, jnp.float32))
+    step = jax.jit(lambda s: bp.step(sys, s, jnp.zeros(0, jnp.float32)))
+    for _ in range(50):
+        mujoco.mj_step(m, d)
+        s = step(s)
+    assert d.ne == 4
+    np.testing.assert_allclose(np.asarray(s.q, np.float64), d.qpos, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(s.qd, np.float64), d.qvel, atol=1e-3)
