@@ -1,13 +1,14 @@
 """Constraint rows (MuJoCo mj_makeConstraint + mj_makeImpedance + mj_referenceConstraint).
 
-Rows come in MuJoCo's order: dof friction loss, tendon friction loss, joint limits (hinge, slide and
-ball, by joint id), tendon limits, contacts (pyramidal cone). Their number is static: every dof and
-tendon with friction loss at load time has a row, every limited joint one row (hinge/slide: for its
-nearer limit; ball: for its rotation angle), every limited tendon one row (for its nearer limit),
-every contact slot 1 (condim 1) or 2(condim-1) rows.
-Rows that MuJoCo would not instantiate (limit or contact farther than its margin) are kept with
-`active == False`: their D and reference acceleration are zero, so they carry no force and add
-nothing to the solver's cost, gradient or Hessian. Nothing here branches on data.
+Rows come in MuJoCo's order: equality constraints (`equality`), dof friction loss, tendon friction
+loss, joint limits (hinge, slide and ball, by joint id), tendon limits, contacts (pyramidal cone).
+Their number is static: every equality has its rows (3 for connect, 6 for weld, 1 for joint and
+tendon), every dof and tendon with friction loss at load time a row, every limited joint one row
+(hinge/slide: for its nearer limit; ball: for its rotation angle), every limited tendon one row (for
+its nearer limit), every contact slot 1 (condim 1) or 2(condim-1) rows.
+Rows that MuJoCo would not instantiate (an inactive equality, a limit or contact farther than its
+margin) are kept with `active == False`: their D and reference acceleration are zero, so they carry
+no force and add nothing to the solver's cost, gradient or Hessian. Nothing here branches on data.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from brax_math import normalize, point_velocity, quat_log, safe_norm
 from mujoco import mjtDisableBit, mjtJoint
 
+from brax_physics._src import equality
 from brax_physics._src.collision.contact import Contact
 from brax_physics._src.collision.pairs import CollisionPairs
 from brax_physics._src.com import mm
@@ -39,6 +41,8 @@ _HI = jax.lax.Precision.HIGHEST
 class Layout:
     """Static row layout of a model (numpy, trace-time only)."""
 
+    eq: equality.Layout
+    """Equality rows (the first `neq` rows)."""
     floss_dofs: np.ndarray
     """(nfloss_dof,) dofs with a friction-loss row."""
     floss_tendons: np.ndarray
@@ -69,6 +73,11 @@ class Layout:
     """Largest condim (number of contact-frame rows needed)."""
 
     @property
+    def neq(self) -> int:
+        """Number of equality rows."""
+        return self.eq.nrow
+
+    @property
     def nfloss(self) -> int:
         """Number of friction-loss rows (dofs, then tendons)."""
         return int(self.floss_dofs.shape[0] + self.floss_tendons.shape[0])
@@ -84,15 +93,32 @@ class Layout:
         return int(self.con_dim.shape[0])
 
     @property
+    def limit_start(self) -> int:
+        """First joint-limit row."""
+        return self.neq + self.nfloss
+
+    @property
+    def contact_start(self) -> int:
+        """First contact row."""
+        return self.limit_start + self.nlimit
+
+    @property
     def nefc(self) -> int:
         """Total number of rows."""
-        return self.nfloss + self.nlimit + int(self.row_con.shape[0])
+        return self.contact_start + int(self.row_con.shape[0])
 
     @property
     def is_floss(self) -> np.ndarray:
         """(nefc,) bool: rows with the friction-loss (Huber) cost."""
         out = np.zeros(self.nefc, bool)
-        out[: self.nfloss] = True
+        out[self.neq : self.limit_start] = True
+        return out
+
+    @property
+    def is_eq(self) -> np.ndarray:
+        """(nefc,) bool: equality rows (bilateral quadratic cost)."""
+        out = np.zeros(self.nefc, bool)
+        out[: self.neq] = True
         return out
 
 
@@ -100,7 +126,7 @@ def layout(sys: System) -> Layout:
     """The (cached) static row layout of `sys`."""
     return _layout(sys.dof_hasfrictionloss, sys.jnt_limited, sys.jnt_type, sys.jnt_dofadr, sys.jnt_qposadr,
                    sys.geom_bodyid, sys.contact_pairs, sys.opt.disableflags, sys.tendon_hasfrictionloss,
-                   sys.tendon_limited)
+                   sys.tendon_limited, sys.eq_type)
 
 
 def _cat(xs: list[np.ndarray]) -> np.ndarray:
@@ -119,6 +145,7 @@ def _layout(
     disableflags: int,
     tendon_hasfrictionloss: tuple[bool, ...],
     tendon_limited: tuple[bool, ...],
+    eq_type: tuple[int, ...],
 ) -> Layout:
     off = bool(disableflags & mjtDisableBit.mjDSBL_CONSTRAINT)
     no_floss = off or disableflags & mjtDisableBit.mjDSBL_FRICTIONLOSS
@@ -148,6 +175,7 @@ def _layout(
             row_k.append(k)
             row_sign.append(s)
     return Layout(
+        eq=equality._layout(eq_type, disableflags),
         floss_dofs=np.asarray(floss, np.int32),
         floss_tendons=np.asarray(floss_ten, np.int32),
         limit_jnts=np.asarray(lim, np.int32),
@@ -278,20 +306,35 @@ def contact_jacobian(sys: System, lay: Layout, cdof: jax.Array, subtree_com: jax
 
 
 def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array, contact: Contact,
-              ten_length: jax.Array, ten_J: jax.Array) -> Rows:
+              ten_length: jax.Array, ten_J: jax.Array, eq: equality.Rows | None = None) -> Rows:
     """Constraint rows at positions `q` (position stage: everything but the velocity term of aref).
 
-    `ten_length` (ntendon,) and `ten_J` (ntendon, nv) are the tendons at `q` (`tendon.tendon`).
+    `ten_length` (ntendon,) and `ten_J` (ntendon, nv) are the tendons at `q` (`tendon.tendon`);
+    `eq`: the equality rows at `q` (`equality.rows`), required when the model has any.
     """
     lay = layout(sys)
     dtype = cdof.dtype
     nv = sys.nv
-    Js, rs, solrefs, solimps, As, flosses, actives = [], [], [], [], [], [], []
+    Js, rs, imp_rs, solrefs, solimps, As, flosses, actives = [], [], [], [], [], [], [], []
+
+    if lay.neq:
+        if eq is None:
+            raise ValueError("constraint.make_rows: the model has equality constraints: pass "
+                             "eq=equality.rows(...)")
+        Js.append(eq.J)
+        rs.append(eq.pos)
+        imp_rs.append(eq.imp_pos)
+        solrefs.append(eq.solref)
+        solimps.append(eq.solimp)
+        As.append(eq.A)
+        flosses.append(jnp.zeros(lay.neq, dtype))
+        actives.append(eq.active)
 
     if lay.floss_dofs.size:
         d = lay.floss_dofs
         Js.append(jnp.asarray(np.eye(nv, dtype=np.float32)[d], dtype))
         rs.append(jnp.zeros(d.size, dtype))
+        imp_rs.append(rs[-1])
         solrefs.append(sys.dof_solref[d])
         solimps.append(sys.dof_solimp[d])
         As.append(sys.dof_invweight0[d])
@@ -302,6 +345,7 @@ def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array
         t = lay.floss_tendons
         Js.append(ten_J[t])
         rs.append(jnp.zeros(t.size, dtype))
+        imp_rs.append(rs[-1])
         solrefs.append(sys.tendon_solref_fri[t])
         solimps.append(sys.tendon_solimp_fri[t])
         As.append(sys.tendon_invweight0[t])
@@ -314,6 +358,7 @@ def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array
         Js.append(jac)
         margin = sys.jnt_margin[j]
         rs.append(dist - margin)
+        imp_rs.append(rs[-1])
         solrefs.append(sys.jnt_solref[j])
         solimps.append(sys.jnt_solimp[j])
         As.append(sys.dof_invweight0[lay.limit_dofs])
@@ -331,6 +376,7 @@ def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array
         Js.append(ten_J[t] * sign[:, None])
         margin = sys.tendon_margin[t]
         rs.append(dist - margin)
+        imp_rs.append(rs[-1])
         solrefs.append(sys.tendon_solref_lim[t])
         solimps.append(sys.tendon_solimp_lim[t])
         As.append(sys.tendon_invweight0[t])
@@ -344,6 +390,7 @@ def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array
         sign = jnp.asarray(lay.row_sign, dtype)
         Js.append(jc[c, 0] + (sign * mu)[:, None] * jc[c, k])
         rs.append((contact.dist - contact.includemargin)[c])
+        imp_rs.append(rs[-1])
         solrefs.append(contact.solref[c])
         solimps.append(contact.solimp[c])
         inv = sys.body_invweight0[:, 0]
@@ -364,7 +411,7 @@ def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array
     solimp = jnp.concatenate(solimps)
     A = jnp.concatenate(As)
     active = jnp.concatenate(actives)
-    imp = impedance(solimp, r)
+    imp = impedance(solimp, jnp.concatenate(imp_rs))
     k_, b = _stiffness_damping(sys, solref, solimp)
     R = jnp.maximum(MINVAL, (1 - imp) / imp * A)
     D = jnp.where(active, 1 / R, 0.0)
@@ -373,9 +420,16 @@ def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array
     return Rows(J=J, D=D, R=R, b=b, kdr=kdr, floss=jnp.concatenate(flosses), active=active)
 
 
-def reference_acceleration(rows: Rows, qd: jax.Array) -> jax.Array:
-    """(nefc,) efc_aref = -b·(J qd) - k·d·r (zero on inactive rows)."""
-    return -rows.b * mm(rows.J, qd) - rows.kdr
+def reference_acceleration(rows: Rows, qd: jax.Array, eq_jdotv: jax.Array | None = None) -> jax.Array:
+    """(nefc,) efc_aref = -b·(J qd) - k·d·r (zero on inactive rows).
+
+    `eq_jdotv` (neq,): J̇·qd of the equality rows (`equality.jdotv`), subtracted from theirs as MuJoCo does.
+    """
+    aref = -rows.b * mm(rows.J, qd) - rows.kdr
+    if eq_jdotv is None or not eq_jdotv.shape[0]:
+        return aref
+    n = eq_jdotv.shape[0]
+    return aref.at[:n].add(-jnp.where(rows.active[:n], eq_jdotv, 0.0))
 
 
 def contact_force(sys: System, contact: Contact, efc_force: jax.Array) -> jax.Array:
@@ -385,7 +439,7 @@ def contact_force(sys: System, contact: Contact, efc_force: jax.Array) -> jax.Ar
     out = jnp.zeros((contact.dist.shape[0], 6), dtype)
     if not lay.row_con.size:
         return out
-    f = efc_force[lay.nfloss + lay.nlimit:]
+    f = efc_force[lay.contact_start:]
     c, k = lay.row_con, lay.row_k
     mu = contact.friction[c, jnp.asarray(np.maximum(k - 1, 0))]
     normal = out.at[c, 0].add(f)

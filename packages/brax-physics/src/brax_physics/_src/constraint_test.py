@@ -242,7 +242,7 @@ def test_rows_match_mujoco(case: str) -> None:
     sys = bp.from_mjmodel(m)
     rows, aref, geom2 = _rows_jit(sys, jnp.asarray(d.qpos, jnp.float32), jnp.asarray(d.qvel, jnp.float32))
     lay = constraint.layout(sys)
-    first = lay.nfloss + lay.nlimit
+    first = lay.contact_start
     order = list(range(first))  # ours for MuJoCo's rows: friction loss and limits in the same order
     act = np.asarray(rows.active)
     order = [i for i in order if act[i]]

@@ -174,6 +174,26 @@ def kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
     return Frames(xpos, xquat, xanchor, xaxis, xipos, ximat, geom_xpos, geom_xmat)
 
 
+def site_frames(sys: System, xpos: jax.Array, xquat: jax.Array, xipos: jax.Array, ximat: jax.Array,
+                sites: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat).
+
+    Like geoms, a site whose frame MuJoCo's compiler found to coincide with its body's or inertial
+    frame (`site_sameframe`) copies that frame, as MuJoCo's mj_local2Global does.
+    """
+    b = np.asarray(sys.site_bodyid, np.int32)[sites]
+    sf = np.asarray(sys.site_sameframe, np.int32)[sites]
+    q = xquat[b]
+    pos = xpos[b] + rotate(sys.site_pos[sites], q)
+    pos = _where(sf == mjtSameFrame.mjSAMEFRAME_INERTIA, xipos[b], pos)
+    pos = _where(sf == mjtSameFrame.mjSAMEFRAME_BODY, xpos[b], pos)
+    body_rot = np.isin(sf, (mjtSameFrame.mjSAMEFRAME_BODY, mjtSameFrame.mjSAMEFRAME_BODYROT))
+    inertia_rot = np.isin(sf, (mjtSameFrame.mjSAMEFRAME_INERTIA, mjtSameFrame.mjSAMEFRAME_INERTIAROT))
+    mat = quat_to_mat(quat_mul(q, sys.site_quat[sites]))
+    mat = _where(body_rot, quat_to_mat(q), _where(inertia_rot, ximat[b], mat))
+    return pos, mat
+
+
 def _where(mask: np.ndarray, a: jax.Array, b: jax.Array) -> jax.Array:
     """`a` on rows where the static `mask` holds, else `b` (no op when the mask is all false)."""
     if not mask.any():

@@ -248,7 +248,7 @@ class Recipe(NamedTuple):
 
     row: str | None
     """'geom:box', 'body:…', 'jnt:…', 'dof:…'/'qpos:…' (a joint's), 'actuator:…', 'pair:…', 'site:…',
-    'sensor:…', 'tendon:…'; None: no rows."""
+    'sensor:…', 'eq:…', 'tendon:…'; None: no rows."""
     cols: int | slice | None
     """Columns of the row (None: the whole row)."""
     change: Callable[[np.ndarray], np.ndarray]
@@ -349,6 +349,79 @@ SWEEPS["gravcomp"] = Sweep("""
 """, {"shoulder": (1.0,), "wrist": (0.5, -1.0, 0.3), "float": (0.2, 0.0, 0.1, 1.0, 0.0, -0.5)}, (), {})
 RECIPES.update({
     "body_gravcomp": Recipe("body:lower", None, _set(0.3), "the lifted wrist now sags", sweep="gravcomp"),
+})
+
+
+# ---- equality constraints ----
+# A four-bar closed by a connect, a free load welded to a swinging arm (its own solref/solimp), two
+# hinges coupled by a joint equality's polycoef, two hinges whose fixed tendons are coupled by a tendon
+# equality; one joint sensor (the sweep compares sensordata).
+EQUALITY_MODEL = """
+<mujoco model="equality_sweep">
+  <option timestep="0.002"/>
+  <default><geom contype="0" conaffinity="0"/><joint axis="0 1 0"/></default>
+  <worldbody>
+    <body name="crank" pos="0 0 1">
+      <joint name="crank" damping="0.05"/>
+      <geom type="capsule" fromto="0 0 0 0 0 .3" size=".02"/>
+      <body name="coupler" pos="0 0 .3">
+        <joint name="coupler"/>
+        <geom type="capsule" fromto="0 0 0 1 0 0" size=".02"/>
+      </body>
+    </body>
+    <body name="rocker" pos="1 0 1">
+      <joint name="rocker"/>
+      <geom type="capsule" fromto="0 0 0 0 0 .3" size=".02"/>
+    </body>
+    <body name="arm" pos="0 2 1">
+      <joint name="arm" axis="1 0 0"/>
+      <geom type="capsule" fromto="0 0 0 0 .4 0" size=".02"/>
+    </body>
+    <body name="load" pos="0 2.45 1">
+      <freejoint name="load"/>
+      <geom type="sphere" size=".05" pos=".02 0 0"/>
+    </body>
+    <body name="p1" pos="0 3 1">
+      <joint name="p1"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/>
+    </body>
+    <body name="p2" pos="0 3.5 1">
+      <joint name="p2"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/>
+    </body>
+    <body name="p3" pos="0 4 1">
+      <joint name="p3"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/>
+    </body>
+    <body name="p4" pos="0 4.5 1">
+      <joint name="p4"/>
+      <geom type="capsule" fromto="0 0 0 .3 0 0" size=".02"/>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="t3"><joint joint="p3" coef="0.5"/></fixed>
+    <fixed name="t4"><joint joint="p4" coef="2"/></fixed>
+  </tendon>
+  <equality>
+    <connect name="fourbar" body1="coupler" body2="rocker" anchor="1 0 0"/>
+    <weld name="arm_load" body1="arm" body2="load" solref="0.02 1" solimp="0.9 0.95 0.001 0.5 2"/>
+    <joint name="couple" joint1="p2" joint2="p1" polycoef="0 0.8 0.3 0 0"/>
+    <tendon name="t34" tendon1="t4" tendon2="t3" polycoef="0 -1.2 0 0 0"/>
+  </equality>
+  <sensor><jointpos joint="p2"/></sensor>
+</mujoco>
+"""
+SWEEPS["equality"] = Sweep(EQUALITY_MODEL, {"crank": (2.0,), "arm": (1.5,), "p1": (-2.0,), "p3": (1.5,)},
+                           (), {})
+RECIPES.update({
+    "eq_data": Recipe("eq:couple", 1, _set(-0.5), "the coupling's slope: p2 follows p1 the other way",
+                      sweep="equality"),
+    "eq_solref": Recipe("eq:arm_load", None, _set(0.1, 0.3), "a softer, bouncier weld: the load sags",
+                        sweep="equality"),
+    "eq_solimp": Recipe("eq:arm_load", None, _set(0.3, 0.6, 0.01, 0.5, 2.0), "a softer weld: the load sags",
+                        sweep="equality"),
+    "tendon_length0": Recipe("tendon:t3", None, _set(0.2), "the tendon coupling's reference: p4 turns",
+                             sweep="equality"),
 })
 
 
@@ -460,7 +533,7 @@ _OBJ = {"geom": mujoco.mjtObj.mjOBJ_GEOM, "body": mujoco.mjtObj.mjOBJ_BODY, "jnt
         "dof": mujoco.mjtObj.mjOBJ_JOINT, "qpos": mujoco.mjtObj.mjOBJ_JOINT,
         "actuator": mujoco.mjtObj.mjOBJ_ACTUATOR, "pair": mujoco.mjtObj.mjOBJ_PAIR,
         "site": mujoco.mjtObj.mjOBJ_SITE, "sensor": mujoco.mjtObj.mjOBJ_SENSOR,
-        "tendon": mujoco.mjtObj.mjOBJ_TENDON}
+        "eq": mujoco.mjtObj.mjOBJ_EQUALITY, "tendon": mujoco.mjtObj.mjOBJ_TENDON}
 
 
 def _index(m: Any, recipe: Recipe) -> tuple[Any, ...]:

@@ -15,6 +15,7 @@ from mujoco import (
     mjtCone,
     mjtDyn,
     mjtEnableBit,
+    mjtEq,
     mjtGain,
     mjtIntegrator,
     mjtJoint,
@@ -26,6 +27,7 @@ from mujoco import (
 
 from brax_physics._src import ray
 from brax_physics._src.collision.pairs import PairGroup, collision_pairs
+from brax_physics._src.equality import SUPPORTED as EQ_SUPPORTED
 from brax_physics._src.mjenum import keyword
 from brax_physics._src.options_check import emit_option_warnings
 from brax_physics._src.sensor import CONTACT_DATA, CONTACT_OBJECTS, CONTACT_REDUCE, FRAME_OBJECTS, STAGE
@@ -62,13 +64,19 @@ def unsupported(m: Any) -> list[str]:
     errs: list[str] = []
     obj = mujoco.mjtObj
     for count, o, kind, tag, what in (
-        (m.neq, obj.mjOBJ_EQUALITY, "equality", "equality", "equality constraints are not supported"),
         (m.nflex, obj.mjOBJ_FLEX, "flex", "flex", "flexes are not supported"),
         (m.nplugin, obj.mjOBJ_PLUGIN, "plugin", "plugin", "plugins are not supported"),
     ):
         name = _namer(m, o, kind)
         errs += [f"{name(i)} (<{tag}>): {what}" for i in range(count)]
 
+    eq = _namer(m, obj.mjOBJ_EQUALITY, "equality")
+    for i in range(m.neq):
+        t = int(m.eq_type[i])
+        if t not in EQ_SUPPORTED:
+            tag = keyword(mjtEq, t)
+            errs.append(f"{eq(i)} (<{tag}>): {tag} equality constraints are not supported "
+                        "(connect, weld, joint and tendon are)")
     errs += _unsupported_tendons(m)
 
     jnt = _namer(m, obj.mjOBJ_JOINT, "joint")
@@ -138,7 +146,7 @@ def unsupported(m: Any) -> list[str]:
     pair = _namer(m, obj.mjOBJ_PAIR, "pair")
     for k in np.flatnonzero(np.asarray(m.pair_adhesion) != 0):
         errs.append(f"{pair(int(k))} (<pair>): adhesion is not supported")
-    for g in np.flatnonzero(np.asarray(m.geom_fluid).reshape(m.ngeom, -1)[:, 0] != 0):
+    for g in np.flatnonzero(np.asarray(m.geom_fluid).reshape(m.ngeom, mujoco.mjNFLUID)[:, 0] != 0):
         errs.append(f"{geom(int(g))}: fluidshape=ellipsoid is not supported (the inertia-box fluid model is)")
     if opt.enableflags & mjtEnableBit.mjENBL_SLEEP:
         errs.append("option: flag sleep is not supported")
@@ -348,10 +356,14 @@ def from_mjmodel(m: Any) -> System:
         tendon_solimp_fri=_f32(m.tendon_solimp_fri.reshape(nten, mujoco.mjNIMP)),
         tendon_stiffness=_f32(m.tendon_stiffness), tendon_damping=_f32(m.tendon_damping),
         tendon_lengthspring=_f32(m.tendon_lengthspring.reshape(nten, 2)),
-        tendon_armature=_f32(m.tendon_armature), tendon_invweight0=_f32(m.tendon_invweight0),
+        tendon_armature=_f32(m.tendon_armature), tendon_length0=_f32(m.tendon_length0),
+        tendon_invweight0=_f32(m.tendon_invweight0),
+        eq_data=_f32(m.eq_data.reshape(m.neq, mujoco.mjNEQDATA)),
+        eq_solref=_f32(m.eq_solref.reshape(m.neq, mujoco.mjNREF)),
+        eq_solimp=_f32(m.eq_solimp.reshape(m.neq, mujoco.mjNIMP)),
         nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
         nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata), nmocap=int(m.nmocap),
-        ngravcomp=int(m.ngravcomp),
+        ngravcomp=int(m.ngravcomp), neq=int(m.neq),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),
         body_weldid=_ints(m.body_weldid), body_mocapid=_ints(m.body_mocapid),
         body_sameframe=_ints(m.body_sameframe),
@@ -381,6 +393,8 @@ def from_mjmodel(m: Any) -> System:
         sensor_reftype=_ints(m.sensor_reftype), sensor_refid=_ints(m.sensor_refid),
         sensor_dim=_ints(m.sensor_dim), sensor_adr=_ints(m.sensor_adr),
         sensor_intprm=tuple(_ints(r) for r in np.asarray(m.sensor_intprm).reshape(m.nsensor, mujoco.mjNSENS)),
+        eq_type=_ints(m.eq_type), eq_obj1id=_ints(m.eq_obj1id), eq_obj2id=_ints(m.eq_obj2id),
+        eq_objtype=_ints(m.eq_objtype), eq_active0=_bools(m.eq_active0),
         ntendon=nten, tendon_adr=_ints(m.tendon_adr), tendon_num=_ints(m.tendon_num),
         tendon_limited=_bools(m.tendon_limited),
         tendon_hasfrictionloss=_bools(np.asarray(m.tendon_frictionloss) > 0),
@@ -389,6 +403,7 @@ def from_mjmodel(m: Any) -> System:
         body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),
         geom_names=_names(m, obj.mjOBJ_GEOM, m.ngeom), actuator_names=_names(m, obj.mjOBJ_ACTUATOR, m.nu),
         site_names=_names(m, obj.mjOBJ_SITE, m.nsite), sensor_names=_names(m, obj.mjOBJ_SENSOR, m.nsensor),
+        eq_names=_names(m, obj.mjOBJ_EQUALITY, m.neq),
         tendon_names=_names(m, obj.mjOBJ_TENDON, nten),
         mj_model_ref=_model_ref(m),
     )

@@ -20,7 +20,7 @@ from brax_physics._src import models_testutil as tm
     ("xml", "match"),
     [
         (tm.WITH_TENDON, r"tendon 't1' \(<fixed>\): actuatorfrcrange is not supported"),
-        (tm.WITH_EQUALITY, r"equality 'eq_jk'.*equality constraints are not supported"),
+        (tm.WITH_FLEX_EQUALITY, r"equality #0 \(<flex>\): flex equality constraints are not supported"),
         (tm.WITH_FILTER_ACTUATOR, r"actuator 'a_filter': dyntype=filter is not supported"),
         (tm.WITH_SITE_ACTUATOR, r"actuator 'a_site': trntype=site is not supported"),
         (tm.CONTACT_SCENE.replace('timestep="0.004"', 'timestep="0.004" cone="elliptic"'),

@@ -219,10 +219,12 @@ WITH_TENDON = f"""
 </mujoco>
 """
 
-WITH_EQUALITY = f"""
-<mujoco><worldbody>{_BODY}</worldbody>
-  <equality><joint name="eq_jk" joint1="j" joint2="k"/></equality>
-</mujoco>
+WITH_FLEX_EQUALITY = """
+<mujoco><worldbody>
+  <flexcomp name="cloth" type="grid" count="2 2 1" spacing=".1 .1 .1" dim="2" radius=".01">
+    <edge equality="true"/>
+  </flexcomp>
+</worldbody></mujoco>
 """
 
 WITH_FILTER_ACTUATOR = f"""

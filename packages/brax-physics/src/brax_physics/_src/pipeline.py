@@ -25,10 +25,22 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from brax_math import Motion, Transform, point_velocity
 from mujoco import mjtDisableBit, mjtIntegrator
 
-from brax_physics._src import com, constraint, dynamics, fluid, integrator, kinematics, sensor, solver, tendon
+from brax_physics._src import (
+    com,
+    constraint,
+    dynamics,
+    equality,
+    fluid,
+    integrator,
+    kinematics,
+    sensor,
+    solver,
+    tendon,
+)
 from brax_physics._src.collision.contact import Contact, collide
 from brax_physics._src.state import State
 from brax_physics._src.structure import structure
@@ -100,14 +112,16 @@ def _state_position(state: State) -> _Position:
 def solver_config(sys: System) -> solver.Config:
     """Static solver settings of `sys`."""
     o = sys.opt
+    lay = constraint.layout(sys)
     return solver.Config(
-        is_floss=tuple(bool(b) for b in constraint.layout(sys).is_floss), iterations=o.iterations,
+        is_floss=tuple(bool(b) for b in lay.is_floss), iterations=o.iterations,
         tolerance=o.tolerance, warmstart=not o.disableflags & mjtDisableBit.mjDSBL_WARMSTART,
+        is_eq=tuple(bool(b) for b in lay.is_eq) if lay.neq else (),
     )
 
 
 def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos: _Position,
-                  qacc_warmstart: jax.Array) -> _Acceleration:
+                  qacc_warmstart: jax.Array, eq_active: jax.Array) -> _Acceleration:
     """Velocity, actuation, acceleration and constraint stages, given the position stage at `q`."""
     with jax.named_scope("fwd_velocity"):
         ten_velocity = com.mm(pos.ten_J, qd) if sys.ntendon else jnp.zeros(0, qd.dtype)
@@ -140,9 +154,14 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
                              jnp.zeros_like(qd))
     with jax.named_scope("fwd_constraint"):
         with jax.named_scope("make_constraint"):
+            eq, jdotv = None, None
+            if constraint.layout(sys).neq:
+                eq = equality.rows(sys, q, pos.frames, pos.cdof, pos.subtree_com, eq_active, pos.ten_length,
+                                   pos.ten_J)
+                jdotv = equality.jdotv(sys, pos.frames, pos.cdof, pos.subtree_com, cvel, cdof_dot, qd)
             rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact, pos.ten_length,
-                                       pos.ten_J)
-            aref = constraint.reference_acceleration(rows, qd)
+                                       pos.ten_J, eq)
+            aref = constraint.reference_acceleration(rows, qd, jdotv)
         prob = solver.Problem(M=pos.mass_matrix, qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth, J=rows.J,
                               D=rows.D, R=rows.R, aref=aref, floss=rows.floss)
         cfg = solver_config(sys)
@@ -163,7 +182,7 @@ def _body_velocity(sys: System, xpos: jax.Array, sub: jax.Array, cvel: jax.Array
 
 
 def _make_state(sys: System, q: jax.Array, qd: jax.Array, mocap: _Mocap, time: jax.Array, pos: _Position,
-                acc: _Acceleration, xd: Motion, sensordata: jax.Array) -> State:
+                acc: _Acceleration, xd: Motion, sensordata: jax.Array, eq_active: jax.Array) -> State:
     fr = pos.frames
     with jax.named_scope("contact_force"):
         force = constraint.contact_force(sys, pos.contact, acc.efc_force)
@@ -177,8 +196,8 @@ def _make_state(sys: System, q: jax.Array, qd: jax.Array, mocap: _Mocap, time: j
         actuator_force=acc.act.force, qfrc_bias=acc.qfrc_bias, qfrc_passive=acc.qfrc_passive,
         qfrc_actuator=acc.act.qfrc, qacc_smooth=acc.qacc_smooth, qacc=acc.qacc,
         contact=contact, efc_force=acc.efc_force, qfrc_constraint=acc.qfrc_constraint,
-        qacc_warmstart=acc.qacc, sensordata=sensordata, ten_length=pos.ten_length, ten_J=pos.ten_J,
-        ten_velocity=acc.ten_velocity,
+        qacc_warmstart=acc.qacc, sensordata=sensordata, eq_active=eq_active,
+        ten_length=pos.ten_length, ten_J=pos.ten_J, ten_velocity=acc.ten_velocity,
     )
 
 
@@ -226,13 +245,14 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     qd = jnp.zeros(sys.nv, dtype) if qd is None else _checked("init", "qd", qd, (sys.nv,), "sys.nv", dtype)
     act = (jnp.zeros(sys.nu, dtype) if act is None
            else _checked("init", "act", act, (sys.nu,), "sys.nu", dtype))
+    eq_active = jnp.asarray(np.asarray(sys.eq_active0, bool).reshape(sys.neq))
     mb = kinematics.mocap_bodies(sys)
     mocap = _Mocap(sys.body_pos[mb], sys.body_quat[mb])
     pos = _position(sys, q, mocap)
-    acc = _acceleration(sys, q, qd, act, pos, jnp.zeros(sys.nv, dtype))
+    acc = _acceleration(sys, q, qd, act, pos, jnp.zeros(sys.nv, dtype), eq_active)
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, acc.cvel)
     no_data = jnp.zeros(sys.nsensordata, dtype)
-    state = _make_state(sys, q, qd, mocap, jnp.zeros((), dtype), pos, acc, xd, no_data)
+    state = _make_state(sys, q, qd, mocap, jnp.zeros((), dtype), pos, acc, xd, no_data, eq_active)
     return state.replace(sensordata=_sensors(sys, state, acc, no_data))
 
 
@@ -276,17 +296,21 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     mocap = _Mocap(state.mocap_pos, state.mocap_quat)
     # the user may have moved the mocap bodies since the state's position stage was computed
     pos0 = _position(sys, q0, mocap) if sys.nmocap else _state_position(state)
-    acc = _acceleration(sys, q0, v0, act, pos0, state.qacc_warmstart)
+    eq_active = state.eq_active
+    if eq_active.shape != (sys.neq,):
+        raise ValueError(f"brax_physics.step: state.eq_active has shape {eq_active.shape}, expected "
+                         f"({sys.neq},) (sys.neq)")
+    acc = _acceleration(sys, q0, v0, act, pos0, state.qacc_warmstart, eq_active)
     a0 = acc.qacc
     sensordata = state.sensordata
     if sys.nsensor:
-        fwd = _make_state(sys, q0, v0, mocap, state.time, pos0, acc, state.xd, sensordata)
+        fwd = _make_state(sys, q0, v0, mocap, state.time, pos0, acc, state.xd, sensordata, eq_active)
         sensordata = _sensors(sys, fwd, acc, sensordata)
 
     with jax.named_scope("integrate"):
         if sys.opt.integrator == mjtIntegrator.mjINT_RK4:
             def deriv(q: jax.Array, v: jax.Array, warm: jax.Array) -> jax.Array:
-                return _acceleration(sys, q, v, act, _position(sys, q, mocap), warm).qacc
+                return _acceleration(sys, q, v, act, _position(sys, q, mocap), warm, eq_active).qacc
 
             q2, v2 = integrator.integrate_pos(sys, q0, v0, 0.5 * h), v0 + 0.5 * h * a0
             a2 = deriv(q2, v2, a0)
@@ -310,7 +334,7 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     with jax.named_scope("fwd_velocity"), jax.named_scope("com_vel"):
         cvel, _ = com.com_vel(sys, pos.cdof, qd)
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, cvel)
-    return _make_state(sys, q, qd, mocap, state.time + h, pos, acc, xd, sensordata)
+    return _make_state(sys, q, qd, mocap, state.time + h, pos, acc, xd, sensordata, eq_active)
 
 
 def forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,

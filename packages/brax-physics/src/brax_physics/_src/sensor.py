@@ -20,19 +20,18 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat, rotate
+from brax_math import force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat
 from mujoco import (
     mjtDataType,
     mjtDisableBit,
     mjtObj,
     mjtRayDataField,
-    mjtSameFrame,
     mjtSensor,
     mjtStage,
     mjtTrn,
 )
 
-from brax_physics._src import constraint, ray
+from brax_physics._src import constraint, equality, kinematics, ray
 from brax_physics._src.com import mm
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.state import State
@@ -156,28 +155,8 @@ def _by_objtype(objtype: np.ndarray, parts: dict[int, jax.Array], n: int) -> jax
 
 
 def site_frames(sys: System, fwd: State, sites: np.ndarray) -> tuple[jax.Array, jax.Array]:
-    """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat).
-
-    Like geoms, a site whose frame MuJoCo's compiler found to coincide with its body's or inertial
-    frame (`site_sameframe`) copies that frame, as MuJoCo's mj_local2Global does.
-    """
-    b = np.asarray(sys.site_bodyid, np.int32)[sites]
-    sf = np.asarray(sys.site_sameframe, np.int32)[sites]
-    xquat = fwd.x.rot[b]
-    pos = fwd.x.pos[b] + rotate(sys.site_pos[sites], xquat)
-    mat = quat_to_mat(quat_mul(xquat, sys.site_quat[sites]))
-    f = mjtSameFrame
-    copy_pos = {f.mjSAMEFRAME_BODY: fwd.x.pos[b], f.mjSAMEFRAME_INERTIA: fwd.xipos[b]}
-    for code, value in copy_pos.items():
-        if np.any(sf == code):
-            pos = jnp.where(_col(sf == code), value, pos)
-    body_rot = np.isin(sf, (f.mjSAMEFRAME_BODY, f.mjSAMEFRAME_BODYROT))
-    inertia_rot = np.isin(sf, (f.mjSAMEFRAME_INERTIA, f.mjSAMEFRAME_INERTIAROT))
-    if body_rot.any():
-        mat = jnp.where(jnp.asarray(body_rot)[:, None, None], quat_to_mat(xquat), mat)
-    if inertia_rot.any():
-        mat = jnp.where(jnp.asarray(inertia_rot)[:, None, None], fwd.ximat[b], mat)
-    return pos, mat
+    """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat)."""
+    return kinematics.site_frames(sys, fwd.x.pos, fwd.x.rot, fwd.xipos, fwd.ximat, sites)
 
 
 def object_frames(sys: System, fwd: State, objtype: np.ndarray,
@@ -468,12 +447,14 @@ def cacc(sys: System, fwd: State, cdof_dot: jax.Array) -> jax.Array:
 
 
 def cfrc_ext(sys: System, fwd: State) -> jax.Array:
-    """(nbody, 6) com-based external forces on the bodies: the contact forces (MuJoCo cfrc_ext).
+    """(nbody, 6) com-based external forces on the bodies: contact, connect and weld forces (MuJoCo cfrc_ext).
 
-    The world body's row is zero. Equality constraints and applied forces would add theirs here.
+    The world body's row is zero. Applied forces would add theirs here.
     """
     lay = constraint.layout(sys)
     out = jnp.zeros((sys.nbody, 6), fwd.qd.dtype)
+    if lay.eq.connect.size or lay.eq.weld.size:
+        out = equality.cfrc_ext(sys, fwd.x.pos, fwd.x.rot, fwd.subtree_com, fwd.efc_force)
     if not lay.ncon:
         return out
     con = fwd.contact
@@ -643,7 +624,7 @@ def acceleration(sys: System, fwd: State, cvel: jax.Array, cdof_dot: jax.Array) 
             if row.max() < 0:
                 out[t] = jnp.zeros((ids.size, 1), fwd.qd.dtype)
             else:
-                force = fwd.efc_force[constraint.layout(sys).nfloss + np.maximum(row, 0)]
+                force = fwd.efc_force[constraint.layout(sys).limit_start + np.maximum(row, 0)]
                 out[t] = jnp.where(active, force, 0.0)[:, None]
         elif t == _S.mjSENS_CONTACT:
             out[t] = jnp.concatenate([_contact(sys, fwd, int(i)) for i in ids])
@@ -661,7 +642,7 @@ def acceleration(sys: System, fwd: State, cvel: jax.Array, cdof_dot: jax.Array) 
                 out[t] = jnp.zeros((ids.size, 1), fwd.qd.dtype)
             else:
                 lay = constraint.layout(sys)
-                force = fwd.efc_force[lay.nfloss + lay.limit_jnts.size + np.maximum(row, 0)]
+                force = fwd.efc_force[lay.limit_start + lay.limit_jnts.size + np.maximum(row, 0)]
                 out[t] = jnp.where(active, force, 0.0)[:, None]
     return out
 

@@ -3,8 +3,8 @@
     min_x  ½ (x − qacc_smooth)ᵀ M (x − qacc_smooth) + Σ_i s_i(J_i x − aref_i)
 
 with s_i the soft-constraint cost of row i (MuJoCo documentation, Computation: Constraint solver,
-Reduced primal problem): ½ D jar² on the violated side for limits and pyramidal contact edges, a
-Huber function for friction loss. Each Newton iteration
+Reduced primal problem): ½ D jar² on both sides for equality rows, on the violated side for limits
+and pyramidal contact edges, a Huber function for friction loss. Each Newton iteration
 factors H = M + Jᵀ diag(D·quadratic) J (dense Cholesky) and minimizes the piecewise-quadratic 1-D
 cost along the Newton direction exactly, without a loop: the slope is evaluated at every kink at
 once, which brackets the minimum on one linear piece (MuJoCo iterates Newton steps on the same
@@ -54,6 +54,8 @@ class Config(NamedTuple):
     """MuJoCo `opt.tolerance` on the scaled cost improvement and gradient."""
     warmstart: bool
     """Start from the previous qacc when cheaper than qacc_smooth."""
+    is_eq: tuple[bool, ...] = ()
+    """Per row: equality (bilateral, always quadratic) cost; empty: no equality rows."""
 
 
 class Problem(NamedTuple):
@@ -76,16 +78,18 @@ def _mv(a: jax.Array, x: jax.Array) -> jax.Array:
 def row_terms(cfg: Config, p: Problem, jar: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Per row: force f = −∂s/∂jar, cost s, and whether the row is in its quadratic zone."""
     D, R, floss = p.D, p.R, p.floss
-    neg = jar < 0
-    f_uni = jnp.where(neg, -D * jar, 0.0)
-    c_uni = jnp.where(neg, 0.5 * D * jar * jar, 0.0)
+    quad = jar < 0
+    if any(cfg.is_eq):  # equality rows: quadratic on both sides
+        quad = quad | jnp.asarray(cfg.is_eq).reshape((1,) * (jar.ndim - 1) + (-1,))
+    f = jnp.where(quad, -D * jar, 0.0)
+    c = jnp.where(quad, 0.5 * D * jar * jar, 0.0)
     if not any(cfg.is_floss):
-        return f_uni, c_uni, neg
+        return f, c, quad
     isf = jnp.asarray(cfg.is_floss)
     quad_fl = jnp.abs(jar) <= R * floss
     f_fl = jnp.clip(-D * jar, -floss, floss)
     c_fl = jnp.where(quad_fl, 0.5 * D * jar * jar, floss * jnp.abs(jar) - 0.5 * R * floss * floss)
-    return jnp.where(isf, f_fl, f_uni), jnp.where(isf, c_fl, c_uni), jnp.where(isf, quad_fl, neg)
+    return jnp.where(isf, f_fl, f), jnp.where(isf, c_fl, c), jnp.where(isf, quad_fl, quad)
 
 
 def constraint_force(cfg: Config, p: Problem, qacc: jax.Array) -> jax.Array:
@@ -139,7 +143,8 @@ def _line_search_exact(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d
     glin = jnp.dot(ma - p.qfrc_smooth, d, precision=_HI)
     moving = jd != 0
     jd_safe = jnp.where(moving, jd, 1.0)
-    kinks = [jnp.where(moving, -jar / jd_safe, 0.0)]  # unilateral rows: jar + α jd = 0
+    kinked = moving & ~jnp.asarray(cfg.is_eq) if any(cfg.is_eq) else moving  # equality rows have none
+    kinks = [jnp.where(kinked, -jar / jd_safe, 0.0)]  # unilateral rows: jar + α jd = 0
     if any(cfg.is_floss):
         isf = jnp.asarray(cfg.is_floss)
         for s in (1.0, -1.0):  # Huber rows: |jar + α jd| = R floss

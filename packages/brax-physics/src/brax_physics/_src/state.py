@@ -81,8 +81,8 @@ class State:
     the geometry of this state's positions; `force` (ncon, 6) is the contact-frame force of the
     last transition (MuJoCo `mj_contactForce`), zero on inactive slots."""
     efc_force: jax.Array
-    """(nefc,) constraint row forces of the last transition: friction loss, joint limits, then
-    contact pyramid edges (inactive rows 0)."""
+    """(nefc,) constraint row forces of the last transition: equality constraints, friction loss,
+    joint limits, then contact pyramid edges (inactive rows 0)."""
     qfrc_constraint: jax.Array
     """(nv,) constraint force in joint space, Jᵀ efc_force."""
     qacc_warmstart: jax.Array
@@ -92,6 +92,10 @@ class State:
     stages at the last transition's start, as `mjData.sensordata` after `mj_step` (look values up by
     name with `brax_physics.sensor`). Unchanged by `step` when sensors are disabled (mjDSBL_SENSOR)."""
 
+    eq_active: jax.Array
+    """(neq,) bool: which equality constraints are enforced (MuJoCo d.eq_active), initially
+    `sys.eq_active0`. Switch them between steps with `state.replace(eq_active=...)` (same shape, so
+    nothing recompiles); an inactive equality's rows carry no force."""
     ten_length: jax.Array
     """(ntendon,) tendon lengths at the current `q` (MuJoCo ten_length)."""
     ten_J: jax.Array  # noqa: N815 (MuJoCo's name)

@@ -200,6 +200,13 @@ class System:
     """(nsite, 3) site geometry size (the zone of touch sensors)."""
     sensor_cutoff: jax.Array
     """(nsensor,) clamp of real (both sides) and positive (above) sensor values; 0: none."""
+    eq_data: jax.Array
+    """(neq, 12) equality parameters: connect anchors in body1/body2 (0:3, 3:6); weld anchor in body2
+    (0:3), relpose position (3:6) and quaternion (6:10), torquescale (10); joint/tendon polycoef (0:5)."""
+    eq_solref: jax.Array
+    """(neq, 2) equality solref."""
+    eq_solimp: jax.Array
+    """(neq, 5) equality solimp."""
     wrap_prm: jax.Array
     """(nwrap,) wrap parameter: a fixed tendon's joint coefficient, a pulley's divisor (the side-site
     ids of geom wraps are structure: `wrap_sidesite`)."""
@@ -225,8 +232,11 @@ class System:
     """(ntendon, 2) spring dead band [lower, upper]: no spring force between them."""
     tendon_armature: jax.Array
     """(ntendon,) inertia along the tendon (armature·JᵀJ on the mass matrix)."""
+    tendon_length0: jax.Array
+    """(ntendon,) tendon length at qpos0, from MuJoCo (the reference of tendon equalities)."""
     tendon_invweight0: jax.Array
-    """(ntendon,) inverse inertia along the tendon at qpos0, from MuJoCo (limit/friction regularizer)."""
+    """(ntendon,) inverse inertia along the tendon at qpos0, from MuJoCo (limit, friction-loss and
+    tendon-equality regularizer)."""
 
     # ---- sizes, structure and type codes (static) ----
     nq: int = dataclasses.field(metadata=_STATIC)
@@ -252,6 +262,8 @@ class System:
     body a nonzero gravcomp in the MJCF to randomize `body_gravcomp`)."""
     nmocap: int = dataclasses.field(metadata=_STATIC)
     """Number of mocap bodies (rows of `State.mocap_pos`/`mocap_quat`)."""
+    neq: int = dataclasses.field(metadata=_STATIC)
+    """Number of equality constraints."""
     body_parentid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Parent body id (world's parent is itself)."""
     body_rootid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
@@ -362,6 +374,16 @@ class System:
     """(nsensor, mjNSENS) integer parameters: a rangefinder's [i][0] is its `mujoco.mjtRayDataField` bit
     mask (which of distance, direction, origin, point, normal, depth it reports); a contact sensor's
     [i][:3] are its dataspec, reduce and num."""
+    eq_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtEq` code of each equality: connect, weld, joint or tendon."""
+    eq_obj1id: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """First constrained object (body, site, joint or tendon per `eq_objtype`/`eq_type`)."""
+    eq_obj2id: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Second constrained object (world body 0 for connect/weld, -1 for joint/tendon when absent)."""
+    eq_objtype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtObj` code of connect/weld objects: body or site."""
+    eq_active0: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Initial `State.eq_active` of each equality (MJCF `active`)."""
     ntendon: int = dataclasses.field(metadata=_STATIC)
     """Number of tendons."""
     tendon_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
@@ -393,6 +415,8 @@ class System:
     """Site names ('' if unnamed)."""
     sensor_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Sensor names ('' if unnamed; `brax_physics.sensor` looks values up by them)."""
+    eq_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
+    """Equality constraint names ('' if unnamed), in `State.eq_active` order."""
     tendon_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Tendon names ('' if unnamed)."""
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
