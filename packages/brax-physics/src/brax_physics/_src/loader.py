@@ -159,13 +159,23 @@ def _unsupported_tendons(m: Any) -> list[str]:
     """Messages for the tendon features of MjModel `m` that are not computed here, naming each tendon."""
     errs: list[str] = []
     name = _namer(m, mujoco.mjtObj.mjOBJ_TENDON, "tendon")
+    kin = mujoco.MjData(m)
+    if m.ntendon:
+        mujoco.mj_kinematics(m, kin)
     for i in range(m.ntendon):
         adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
         types = [int(t) for t in m.wrap_type[adr : adr + num]]
         fixed = types[0] == mjtWrap.mjWRAP_JOINT
         where = f"{name(i)} (<{'fixed' if fixed else 'spatial'}>)"
-        if any(t in (mjtWrap.mjWRAP_SPHERE, mjtWrap.mjWRAP_CYLINDER) for t in types):
-            errs.append(f"{where}: wrapping around geoms is not supported (site paths and pulleys are)")
+        for k in range(adr, adr + num):
+            geom_wrap = int(m.wrap_type[k]) in (mjtWrap.mjWRAP_SPHERE, mjtWrap.mjWRAP_CYLINDER)
+            if not geom_wrap or m.wrap_prm[k] < 0:
+                continue
+            # a side site inside the geom selects MuJoCo's iterative inside wrap (not implemented)
+            g, side = int(m.wrap_objid[k]), round(float(m.wrap_prm[k]))
+            local = kin.geom_xmat[g].reshape(3, 3).T @ (kin.site_xpos[side] - kin.geom_xpos[g])
+            if np.linalg.norm(local) < m.geom_size[g, 0]:  # at qpos0 (MuJoCo's test, mju_wrap)
+                errs.append(f"{where}: a side site inside the wrapping geom is not supported")
         if fixed and any(int(m.jnt_type[m.wrap_objid[k]]) not in (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE)
                          for k in range(adr, adr + num)):
             errs.append(f"{where}: fixed tendons over ball or free joints are not supported")

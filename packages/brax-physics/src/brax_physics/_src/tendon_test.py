@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import brax_physics as bp
-from brax_physics._src import constraint, pipeline
+from brax_physics._src import constraint, pipeline, tendon
 
 # Fixed tendons over hinge and slide joints; spatial tendons through sites on a chain, a ball-jointed
 # body and a free body, one with a pulley (two branches, the second divided by 2).
@@ -356,10 +356,87 @@ def test_gradient_through_tendon_steps_matches_finite_differences() -> None:
             assert abs(float(g[i]) - fd) <= 2e-2 * abs(fd) + 1e-4, (i, float(g[i]), fd)
 
 
-def test_geom_wrapping_is_refused() -> None:
-    xml = TENDONS.replace('<site site="s_hand"/>\n      <site site="s_ball"/>',
-                          '<site site="s_hand"/>\n      <geom geom="g_wrap"/>\n      <site site="s_ball"/>')
-    xml = xml.replace('<geom type="sphere" size="0.05"/>',
-                      '<geom type="sphere" size="0.05"/><geom name="g_wrap" size="0.02" pos="0 0 0.1"/>')
-    with pytest.raises(ValueError, match=r"tendon 'rope' \(<spatial>\): wrapping around geoms"):
+# Spatial tendons wrapping a sphere and a cylinder (axis along y), with and without side sites, and
+# both in one tendon across a pulley.
+WRAP = """
+<mujoco model="wrap">
+  <option><flag contact="disable"/></option>
+  <worldbody>
+    <site name="a" pos="-0.3 0 1.0"/>
+    <body name="arm" pos="0 0 1">
+      <joint name="j1" axis="0 1 0"/>
+      <joint name="j2" axis="1 0 0"/>
+      <geom name="sph" type="sphere" size="0.1" pos="0.2 0 0"/>
+      <geom name="cyl" type="cylinder" size="0.08 0.1" pos="0.5 0 0" euler="90 0 0"/>
+      <site name="side1" pos="0.2 0 0.3"/>
+      <site name="side2" pos="0.5 0 -0.3"/>
+      <body name="fore" pos="0.7 0 0">
+        <joint name="j3" axis="0 1 0"/>
+        <joint name="j4" type="slide" axis="0 0 1"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02"/>
+        <site name="b" pos="0.3 0 0.02"/>
+        <site name="c" pos="0.1 0.05 -0.2"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <spatial name="t_sph"><site site="a"/><geom geom="sph"/><site site="b"/></spatial>
+    <spatial name="t_sph_side"><site site="a"/><geom geom="sph" sidesite="side1"/><site site="c"/></spatial>
+    <spatial name="t_cyl"><site site="a"/><geom geom="cyl"/><site site="b"/></spatial>
+    <spatial name="t_both">
+      <site site="a"/><geom geom="cyl" sidesite="side2"/><site site="c"/>
+      <pulley divisor="3"/>
+      <site site="a"/><geom geom="sph"/><site site="c"/>
+    </spatial>
+  </tendon>
+</mujoco>
+"""
+
+
+@jax.jit
+def _length_grad(sys: bp.System, q: jax.Array) -> jax.Array:
+    grad: jax.Array = jax.grad(lambda x: jnp.sum(pipeline._position(sys, x).ten_length))(q)
+    return grad
+
+
+def test_wrapping_matches_mujoco() -> None:
+    """ten_length, ten_J and the tangent points (wrap_xpos) in poses that wrap and that miss."""
+    sys, m = _model(WRAP)
+    d = mujoco.MjData(m)
+    wrapped, missed = 0, 0
+    for seed in range(10):
+        q, qd = _random_state(m, seed, 0.15 if seed < 5 else 0.5)
+        d.qpos[:], d.qvel[:] = q, qd
+        mujoco.mj_forward(m, d)
+        s = _init(sys, jnp.asarray(q, jnp.float32), jnp.asarray(qd, jnp.float32))
+        np.testing.assert_allclose(s.ten_length, d.ten_length, atol=2e-6)
+        np.testing.assert_allclose(s.ten_J, _dense_ten_J(m, d), atol=2e-6)
+        # wrapped lengths have finite gradients, wrapped or not
+        grad = _length_grad(sys, jnp.asarray(q, jnp.float32))
+        assert np.all(np.isfinite(grad)) and np.any(grad != 0)
+        # tangent points of the three single-wrap tendons (site a -> geom -> site), from MuJoCo's frames
+        x0 = np.repeat(d.site_xpos[:1], 3, axis=0)
+        x1 = np.stack([d.site_xpos[m.wrap_objid[m.tendon_adr[k] + 2]] for k in range(3)])
+        g = np.asarray([m.wrap_objid[m.tendon_adr[k] + 1] for k in range(3)])
+        side = np.asarray([round(m.wrap_prm[m.tendon_adr[k] + 1]) for k in range(3)])
+        f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
+        xmat = f32(d.geom_xmat[g].reshape(-1, 3, 3))
+        wlen, w0, w1 = tendon.wrap(f32(x0), f32(x1), f32(d.geom_xpos[g]), xmat, f32(m.geom_size[g, 0]),
+                                   np.asarray([False, False, True]), f32(d.site_xpos[np.maximum(side, 0)]),
+                                   side >= 0)
+        for k in range(3):
+            adr, num = d.ten_wrapadr[k], d.ten_wrapnum[k]
+            if num == 4:
+                wrapped += 1
+                want = d.wrap_xpos.reshape(-1, 3)[adr + 1 : adr + 3]
+                np.testing.assert_allclose(np.stack([w0[k], w1[k]]), want, atol=2e-6)
+            else:
+                missed += 1
+                assert float(wlen[k]) == -1.0
+    assert wrapped >= 10 and missed >= 5
+
+
+def test_side_site_inside_the_geom_is_refused() -> None:
+    xml = WRAP.replace('<site name="side1" pos="0.2 0 0.3"/>', '<site name="side1" pos="0.2 0 0.05"/>')
+    with pytest.raises(ValueError, match=r"tendon 't_sph_side' \(<spatial>\): a side site inside"):
         bp.load_mjcf(xml)
