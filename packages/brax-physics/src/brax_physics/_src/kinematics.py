@@ -160,3 +160,21 @@ def _where(mask: np.ndarray, a: jax.Array, b: jax.Array) -> jax.Array:
     if mask.all():
         return a
     return jnp.where(jnp.asarray(mask).reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)
+
+
+def site_frames(sys: System, fr: Frames, sites: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat).
+
+    Like geoms, a site whose frame MuJoCo's compiler found to coincide with its body's or inertial
+    frame (`site_sameframe`) copies that frame, as MuJoCo's mj_local2Global does.
+    """
+    b = np.asarray(sys.site_bodyid, np.int32)[sites]
+    sf = np.asarray(sys.site_sameframe, np.int32)[sites]
+    xquat = fr.xquat[b]
+    pos = fr.xpos[b] + rotate(sys.site_pos[sites], xquat)
+    mat = quat_to_mat(quat_mul(xquat, sys.site_quat[sites]))
+    f = mjtSameFrame
+    pos = _where(sf == f.mjSAMEFRAME_INERTIA, fr.xipos[b], pos)
+    pos = _where(sf == f.mjSAMEFRAME_BODY, fr.xpos[b], pos)
+    mat = _where(np.isin(sf, (f.mjSAMEFRAME_BODY, f.mjSAMEFRAME_BODYROT)), quat_to_mat(xquat), mat)
+    return pos, _where(np.isin(sf, (f.mjSAMEFRAME_INERTIA, f.mjSAMEFRAME_INERTIAROT)), fr.ximat[b], mat)

@@ -19,10 +19,10 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat, rotate
-from mujoco import mjtDataType, mjtDisableBit, mjtGeom, mjtObj, mjtSameFrame, mjtSensor, mjtStage
+from brax_math import force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat
+from mujoco import mjtDataType, mjtDisableBit, mjtGeom, mjtObj, mjtSensor, mjtStage
 
-from brax_physics._src import constraint
+from brax_physics._src import constraint, kinematics
 from brax_physics._src.com import mm
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.state import State
@@ -114,11 +114,6 @@ def _mtv(mat: jax.Array, v: jax.Array) -> jax.Array:
     return jnp.sum(mat * v[:, :, None], axis=1)
 
 
-def _col(x: np.ndarray) -> jax.Array:
-    """A static (n,) mask as an (n, 1) array, to select rows of (n, k) values."""
-    return jnp.asarray(x)[:, None]
-
-
 def _object_bodies(sys: System, objtype: np.ndarray, objid: np.ndarray) -> np.ndarray:
     """(n,) body of each object (MuJoCo's mjOBJ_XBODY, BODY, GEOM or SITE)."""
     body = np.zeros(objid.shape, np.int32)
@@ -138,28 +133,10 @@ def _by_objtype(objtype: np.ndarray, parts: dict[int, jax.Array], n: int) -> jax
 
 
 def site_frames(sys: System, fwd: State, sites: np.ndarray) -> tuple[jax.Array, jax.Array]:
-    """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat).
-
-    Like geoms, a site whose frame MuJoCo's compiler found to coincide with its body's or inertial
-    frame (`site_sameframe`) copies that frame, as MuJoCo's mj_local2Global does.
-    """
-    b = np.asarray(sys.site_bodyid, np.int32)[sites]
-    sf = np.asarray(sys.site_sameframe, np.int32)[sites]
-    xquat = fwd.x.rot[b]
-    pos = fwd.x.pos[b] + rotate(sys.site_pos[sites], xquat)
-    mat = quat_to_mat(quat_mul(xquat, sys.site_quat[sites]))
-    f = mjtSameFrame
-    copy_pos = {f.mjSAMEFRAME_BODY: fwd.x.pos[b], f.mjSAMEFRAME_INERTIA: fwd.xipos[b]}
-    for code, value in copy_pos.items():
-        if np.any(sf == code):
-            pos = jnp.where(_col(sf == code), value, pos)
-    body_rot = np.isin(sf, (f.mjSAMEFRAME_BODY, f.mjSAMEFRAME_BODYROT))
-    inertia_rot = np.isin(sf, (f.mjSAMEFRAME_INERTIA, f.mjSAMEFRAME_INERTIAROT))
-    if body_rot.any():
-        mat = jnp.where(jnp.asarray(body_rot)[:, None, None], quat_to_mat(xquat), mat)
-    if inertia_rot.any():
-        mat = jnp.where(jnp.asarray(inertia_rot)[:, None, None], fwd.ximat[b], mat)
-    return pos, mat
+    """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat)."""
+    fr = kinematics.Frames(fwd.x.pos, fwd.x.rot, fwd.xanchor, fwd.xaxis, fwd.xipos, fwd.ximat, fwd.geom_xpos,
+                           fwd.geom_xmat)
+    return kinematics.site_frames(sys, fr, sites)
 
 
 def object_frames(sys: System, fwd: State, objtype: np.ndarray,
@@ -277,7 +254,6 @@ def _limit_rows(sys: System, fwd: State,
 def position(sys: System, fwd: State) -> Values:
     """Values of the position-stage sensors (MuJoCo mj_sensorPos)."""
     out: Values = {}
-    st = structure(sys)
     for t, ids in layout(sys).by_type.items():
         if STAGE[t] != mjtStage.mjSTAGE_POS:
             continue
@@ -288,9 +264,7 @@ def position(sys: System, fwd: State) -> Values:
         elif t == _S.mjSENS_JOINTPOS:
             out[t] = fwd.q[_qpos(sys, ids, 1)]
         elif t == _S.mjSENS_ACTUATORPOS:
-            # joint transmission (the only one supported): actuator_length = gear * joint position
-            a = _actuators(sys, ids)
-            out[t] = (sys.actuator_gear[a, 0] * fwd.q[st.act_qpos[a]])[:, None]
+            out[t] = fwd.actuator_length[_actuators(sys, ids)][:, None]
         elif t == _S.mjSENS_BALLQUAT:
             out[t] = normalize(fwd.q[_qpos(sys, ids, 4)])
         elif t in _FRAME_POS:
@@ -345,7 +319,6 @@ def _subtree_momenta(sys: System, fwd: State, cvel: jax.Array, roots: np.ndarray
 def velocity(sys: System, fwd: State, cvel: jax.Array) -> Values:
     """Values of the velocity-stage sensors (MuJoCo mj_sensorVel), given the com velocities `cvel`."""
     out: Values = {}
-    st = structure(sys)
     for t, ids in layout(sys).by_type.items():
         if STAGE[t] != mjtStage.mjSTAGE_VEL:
             continue
@@ -356,8 +329,7 @@ def velocity(sys: System, fwd: State, cvel: jax.Array) -> Values:
         elif t == _S.mjSENS_JOINTVEL:
             out[t] = fwd.qd[_dofs(sys, ids, 1)]
         elif t == _S.mjSENS_ACTUATORVEL:
-            a = _actuators(sys, ids)
-            out[t] = (sys.actuator_gear[a, 0] * fwd.qd[st.act_dof[a]])[:, None]
+            out[t] = fwd.actuator_velocity[_actuators(sys, ids)][:, None]
         elif t == _S.mjSENS_BALLANGVEL:
             out[t] = fwd.qd[_dofs(sys, ids, 3)]
         elif t == _S.mjSENS_JOINTLIMITVEL:
