@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from brax_math import force_cross, inertia_mul
-from mujoco import mjtBias, mjtDisableBit, mjtDyn, mjtGain
+from mujoco import mjtBias, mjtDisableBit, mjtDyn, mjtGain, mjtTrn
 
 from brax_physics._src import linalg
 from brax_physics._src.com import mm
@@ -61,6 +61,9 @@ class Actuation(NamedTuple):
     dforce_dvel: jax.Array  # (nu,) d force / d actuator velocity (0 where the force is clamped)
     act_dot: jax.Array  # (na,) activation derivative
     velocity: jax.Array  # (nu,) actuator_velocity = moment · qd
+
+
+_JOINT_TRN = (mjtTrn.mjTRN_JOINT, mjtTrn.mjTRN_JOINTINPARENT)
 
 
 def _types(codes: tuple[int, ...], *wanted: int) -> np.ndarray:
@@ -241,7 +244,13 @@ def actuation(sys: System, trn: Transmission, qd: jax.Array, ctrl: jax.Array, ac
         jnts = np.flatnonzero(np.asarray(sys.jnt_actfrclimited, bool)).astype(np.int32)
         dofs = np.asarray(sys.jnt_dofadr, np.int32)[jnts]
         rng = sys.jnt_actfrcrange[jnts]
-        qfrc = qfrc.at[dofs].set(jnp.clip(qfrc[dofs], rng[:, 0], rng[:, 1]))
+        total = jnp.clip(qfrc[dofs], rng[:, 0], rng[:, 1])
+        qfrc = qfrc.at[dofs].set(total)
+        # MuJoCo 4's implicit derivative then drops the joint actuators of a clamped joint
+        clamped = jnp.zeros(sys.njnt, bool).at[jnts].set((total <= rng[:, 0]) | (total >= rng[:, 1]))
+        on_joint = _types(sys.actuator_trntype, *_JOINT_TRN)
+        target = np.asarray([t[0] for t in sys.actuator_trnid], np.int32).reshape(sys.nu)
+        dforce = jnp.where(on_joint & clamped[np.where(on_joint, target, 0)], 0.0, dforce)
     return Actuation(ctrl, force, qfrc, dforce, act_dot, velocity)
 
 
