@@ -153,14 +153,21 @@ def test_stage_quantities_match_mujoco(init_jit: Any) -> None:
     _close(s.sensordata, d.sensordata)
 
 
-def test_muscle_curves_and_free_joint_transmission(init_jit: Any) -> None:
-    # muscles across their length and velocity ranges, and a free body's wrench in both frames
+def test_muscle_curves_tendon_and_free_joint_transmissions(init_jit: Any) -> None:
+    # muscles across their length and velocity ranges, fixed and spatial tendons, and a free body's
+    # wrench in both frames
     xml = """
     <mujoco><worldbody>
+      <site name="anchor" pos="0.2 0 1.3"/>
       <body name="arm" pos="0 0 1"><joint name="j" type="hinge" axis="0 1 0" range="-90 90"/>
-        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/><site name="pin" pos="0.3 0 0"/></body>
       <body name="box" pos="1 0 1"><freejoint name="free"/><geom type="box" size=".1 .05 .02"/></body>
-    </worldbody><actuator>
+    </worldbody>
+    <tendon><fixed name="fixed"><joint joint="j" coef="0.5"/></fixed>
+      <spatial name="cord"><site site="anchor"/><site site="pin"/></spatial></tendon>
+    <actuator>
+      <general name="t1" tendon="fixed" gainprm="2" biastype="affine" biasprm="0 -1 -0.5"/>
+      <general name="t2" tendon="cord" dyntype="filter" dynprm="0.05" gainprm="3" gear="2"/>
       <muscle name="m1" joint="j" lengthrange="-1 1" ctrlrange="0 1" fpmax="1.5" vmax="2"/>
       <muscle name="m2" joint="j" gear="-1" lengthrange="-1.2 0.8" ctrlrange="0 1" lmin="0.3" lmax="1.8"
               range="0.6 1.4"/>
@@ -218,3 +225,49 @@ def test_trajectory_matches_mujoco(integrator: str) -> None:
     np.testing.assert_allclose(data, mdata, atol=2e-3, rtol=1e-3)
     assert np.ptp(np.delete(mact, 2, axis=1), axis=0).min() > 1e-2  # the activations move
     assert mact[:, 2].max() == pytest.approx(0.3)  # the integrator's, held by its actrange
+
+
+def _quadruped() -> Any:
+    """dm_control's quadruped (filter dynamics, joint and tendon transmissions) with floor contacts only.
+
+    Its tendon equalities are removed and its body parts only touch the floor (the self pairs need
+    colliders we lack); both engines get the same model.
+    """
+    import re
+
+    suite = pytest.importorskip("dm_control.suite")
+    common = pytest.importorskip("dm_control.suite.common")
+    xml = suite.quadruped.make_model(floor_size=2)
+    xml = re.sub(r"<equality>.*?</equality>", "", xml.decode() if isinstance(xml, bytes) else xml, flags=re.S)
+    m = mujoco.MjModel.from_xml_string(xml, common.ASSETS)
+    m.geom_conaffinity[m.geom_type != mujoco.mjtGeom.mjGEOM_PLANE] = 0
+    return m
+
+
+def test_dm_control_quadruped_tracks_mujoco() -> None:
+    m = _quadruped()
+    assert set(m.actuator_dyntype.tolist()) == {int(mujoco.mjtDyn.mjDYN_FILTER)}
+    assert int(mujoco.mjtTrn.mjTRN_TENDON) in m.actuator_trntype.tolist()
+    d = mujoco.MjData(m)
+    d.qpos[2] = 0.35  # its feet reach the floor within the rollout
+    sys = bp.from_mjmodel(m)
+    steps = round(0.1 / m.opt.timestep)
+    ctrls = np.stack([np.sin(40 * m.opt.timestep * i + np.arange(m.nu)) for i in range(steps)])
+
+    def body(s: bp.State, u: jax.Array) -> tuple[bp.State, tuple[jax.Array, jax.Array]]:
+        s = bp.step(sys, s, u)
+        return s, (s.q, s.act)
+
+    s0 = bp.init(sys, _f32(d.qpos), _f32(d.qvel))
+    q, act = jax.jit(lambda s, u: jax.lax.scan(body, s, u)[1])(s0, _f32(ctrls))
+    mq, mact, ncon = [], [], 0
+    for u in ctrls:
+        d.ctrl[:] = u
+        mujoco.mj_step(m, d)
+        mq.append(d.qpos.copy())
+        mact.append(d.act.copy())
+        ncon = max(ncon, d.ncon)
+    assert ncon > 0
+    np.testing.assert_allclose(np.asarray(q), np.stack(mq), atol=5e-3)
+    np.testing.assert_allclose(np.asarray(act), np.stack(mact), atol=1e-4)
+    assert np.ptp(np.stack(mact), axis=0).min() > 0.05

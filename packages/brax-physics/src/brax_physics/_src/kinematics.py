@@ -178,3 +178,8 @@ def site_frames(sys: System, fr: Frames, sites: np.ndarray) -> tuple[jax.Array, 
     pos = _where(sf == f.mjSAMEFRAME_BODY, fr.xpos[b], pos)
     mat = _where(np.isin(sf, (f.mjSAMEFRAME_BODY, f.mjSAMEFRAME_BODYROT)), quat_to_mat(xquat), mat)
     return pos, _where(np.isin(sf, (f.mjSAMEFRAME_INERTIA, f.mjSAMEFRAME_INERTIAROT)), fr.ximat[b], mat)
+
+
+def site_xpos(sys: System, fr: Frames, sites: np.ndarray) -> jax.Array:
+    """(n, 3) world positions of `sites` (MuJoCo site_xpos); see `site_frames`."""
+    return site_frames(sys, fr, sites)[0]

@@ -248,7 +248,7 @@ class Recipe(NamedTuple):
 
     row: str | None
     """'geom:box', 'body:…', 'jnt:…', 'dof:…'/'qpos:…' (a joint's), 'actuator:…', 'pair:…', 'site:…',
-    'sensor:…'; None: no rows."""
+    'sensor:…', 'tendon:…'; None: no rows."""
     cols: int | slice | None
     """Columns of the row (None: the whole row)."""
     change: Callable[[np.ndarray], np.ndarray]
@@ -394,6 +394,52 @@ RECIPES.update({
 })
 
 
+# ---- tendons ----
+# A two-link arm: a fixed tendon couples shoulder and elbow (spring with a dead band, damper,
+# armature); a spatial cord runs anchor -> upper arm, then, after a pulley (divisor 2), anchor ->
+# forearm, with a spring and a damper.
+SWEEPS["tendon"] = Sweep("""
+<mujoco model="tendon_sweep">
+  <option timestep="0.005"/>
+  <worldbody>
+    <site name="anchor" pos="0.3 0 1.4"/>
+    <body name="upper" pos="0 0 1">
+      <joint name="shoulder" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.04"/>
+      <site name="s_upper" pos="0.3 0 0"/>
+      <body name="lower" pos="0.4 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <site name="s_lower" pos="0.3 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="couple" stiffness="5" damping="0.3" springlength="-0.1 0.1" armature="0.02">
+      <joint joint="shoulder" coef="1"/>
+      <joint joint="elbow" coef="-0.5"/>
+    </fixed>
+    <spatial name="cord" stiffness="30" springlength="0.3" damping="0.2">
+      <site site="anchor"/>
+      <site site="s_upper"/>
+      <pulley divisor="2"/>
+      <site site="anchor"/>
+      <site site="s_lower"/>
+    </spatial>
+  </tendon>
+  <sensor><jointpos joint="elbow"/></sensor>
+</mujoco>
+""", {"shoulder": (3.0,)}, (), {})
+RECIPES.update({
+    "wrap_prm": Recipe(None, 1, _set(-1.5), "the elbow's coefficient in the coupling", sweep="tendon"),
+    "tendon_stiffness": Recipe("tendon:cord", None, _set(80.0), "the cord's spring", sweep="tendon"),
+    "tendon_damping": Recipe("tendon:couple", None, _set(3.0), "the coupling's damper", sweep="tendon"),
+    "tendon_lengthspring": Recipe("tendon:couple", None, _set(0.0, 0.0), "the coupling's dead band closes",
+                                  sweep="tendon"),
+    "tendon_armature": Recipe("tendon:couple", None, _set(0.5), "inertia along the coupling", sweep="tendon"),
+})
+
+
 def _leaf_fields(cls: type = System, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
     """(path, field) of every non-static field, recursing into nested dataclasses ('opt.gravity')."""
     hints = typing.get_type_hints(cls)
@@ -439,7 +485,8 @@ def _mj_field(m: Any, path: str) -> tuple[Any, str]:
 _OBJ = {"geom": mujoco.mjtObj.mjOBJ_GEOM, "body": mujoco.mjtObj.mjOBJ_BODY, "jnt": mujoco.mjtObj.mjOBJ_JOINT,
         "dof": mujoco.mjtObj.mjOBJ_JOINT, "qpos": mujoco.mjtObj.mjOBJ_JOINT,
         "actuator": mujoco.mjtObj.mjOBJ_ACTUATOR, "pair": mujoco.mjtObj.mjOBJ_PAIR,
-        "site": mujoco.mjtObj.mjOBJ_SITE, "sensor": mujoco.mjtObj.mjOBJ_SENSOR}
+        "site": mujoco.mjtObj.mjOBJ_SITE, "sensor": mujoco.mjtObj.mjOBJ_SENSOR,
+        "tendon": mujoco.mjtObj.mjOBJ_TENDON}
 
 
 def _index(m: Any, recipe: Recipe) -> tuple[Any, ...]:

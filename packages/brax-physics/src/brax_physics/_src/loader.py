@@ -21,6 +21,7 @@ from mujoco import (
     mjtObj,
     mjtSensor,
     mjtTrn,
+    mjtWrap,
 )
 
 from brax_physics._src.collision.pairs import PairGroup, collision_pairs
@@ -60,13 +61,14 @@ def unsupported(m: Any) -> list[str]:
     errs: list[str] = []
     obj = mujoco.mjtObj
     for count, o, kind, tag, what in (
-        (m.ntendon, obj.mjOBJ_TENDON, "tendon", "tendon", "tendons are not supported"),
         (m.neq, obj.mjOBJ_EQUALITY, "equality", "equality", "equality constraints are not supported"),
         (m.nflex, obj.mjOBJ_FLEX, "flex", "flex", "flexes are not supported"),
         (m.nplugin, obj.mjOBJ_PLUGIN, "plugin", "plugin", "plugins are not supported"),
     ):
         name = _namer(m, o, kind)
         errs += [f"{name(i)} (<{tag}>): {what}" for i in range(count)]
+
+    errs += _unsupported_tendons(m)
 
     body = _namer(m, obj.mjOBJ_BODY, "body")
     for b in range(m.nbody):
@@ -105,7 +107,7 @@ def unsupported(m: Any) -> list[str]:
             errs.append(f"{a}: biastype={keyword(mjtBias, bias)} is not supported (none, affine, muscle)")
         if trn not in _TRN:
             errs.append(f"{a}: trntype={keyword(mjtTrn, trn)} is not supported "
-                        "(joint, jointinparent, slidercrank, site)")
+                        "(joint, jointinparent, slidercrank, site, tendon)")
         if m.actuator_actnum[i] > 1 or m.actuator_ctrlnum[i] != 1 or m.actuator_outnum[i] != 1:
             errs.append(f"{a}: actuators with several controls, activations or outputs are not supported")
         if _wraps_setpoint(m, i):
@@ -161,7 +163,8 @@ _DYN = (mjtDyn.mjDYN_NONE, mjtDyn.mjDYN_INTEGRATOR, mjtDyn.mjDYN_FILTER, mjtDyn.
         mjtDyn.mjDYN_MUSCLE)
 _GAIN = (mjtGain.mjGAIN_FIXED, mjtGain.mjGAIN_AFFINE, mjtGain.mjGAIN_MUSCLE)
 _BIAS = (mjtBias.mjBIAS_NONE, mjtBias.mjBIAS_AFFINE, mjtBias.mjBIAS_MUSCLE)
-_TRN = (mjtTrn.mjTRN_JOINT, mjtTrn.mjTRN_JOINTINPARENT, mjtTrn.mjTRN_SLIDERCRANK, mjtTrn.mjTRN_SITE)
+_TRN = (mjtTrn.mjTRN_JOINT, mjtTrn.mjTRN_JOINTINPARENT, mjtTrn.mjTRN_SLIDERCRANK, mjtTrn.mjTRN_SITE,
+        mjtTrn.mjTRN_TENDON)
 
 
 def _wraps_setpoint(m: Any, i: int) -> bool:
@@ -179,9 +182,39 @@ def _wraps_setpoint(m: Any, i: int) -> bool:
     return joint and int(m.jnt_type[m.actuator_trnid[i, 0]]) == mjtJoint.mjJNT_BALL and bool(np.any(gear[:3]))
 
 
+def _unsupported_tendons(m: Any) -> list[str]:
+    """Messages for the tendon features of MjModel `m` that are not computed here, naming each tendon."""
+    errs: list[str] = []
+    name = _namer(m, mujoco.mjtObj.mjOBJ_TENDON, "tendon")
+    for i in range(m.ntendon):
+        adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
+        types = [int(t) for t in m.wrap_type[adr : adr + num]]
+        fixed = types[0] == mjtWrap.mjWRAP_JOINT
+        where = f"{name(i)} (<{'fixed' if fixed else 'spatial'}>)"
+        if any(t in (mjtWrap.mjWRAP_SPHERE, mjtWrap.mjWRAP_CYLINDER) for t in types):
+            errs.append(f"{where}: wrapping around geoms is not supported (site paths and pulleys are)")
+        if fixed and any(int(m.jnt_type[m.wrap_objid[k]]) not in (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE)
+                         for k in range(adr, adr + num)):
+            errs.append(f"{where}: fixed tendons over ball or free joints are not supported")
+        if np.any(m.tendon_stiffnesspoly[i] != 0) or np.any(m.tendon_dampingpoly[i] != 0):
+            errs.append(f"{where}: nonlinear stiffness/damping is not supported")
+        if m.tendon_springyield[i] != 0 or m.tendon_plasticadr[i] >= 0:
+            errs.append(f"{where}: plastic springs are not supported")
+        if m.tendon_actfrclimited[i]:
+            errs.append(f"{where}: actuatorfrcrange is not supported")
+        if not fixed and m.tendon_armature[i] != 0:
+            # MuJoCo adds a bias force armature·(J̇·qvel)·J for spatial tendons (mj_tendonBias)
+            errs.append(f"{where}: armature on a spatial tendon is not supported (fixed tendons only)")
+        for what, on in (("limited=true", m.tendon_limited[i]),
+                         ("frictionloss", m.tendon_frictionloss[i] > 0)):
+            if on:
+                errs.append(f"{where}: {what} is not supported yet")
+    return errs
+
+
 # Sensor types MuJoCo has that are not computed here, and why (the others: "not supported").
 _SENSOR_WHY = {
-    **{t: "tendons are not supported" for t in (
+    **{t: "tendon sensors are not supported" for t in (
         mjtSensor.mjSENS_TENDONPOS, mjtSensor.mjSENS_TENDONVEL, mjtSensor.mjSENS_TENDONACTFRC,
         mjtSensor.mjSENS_TENDONLIMITPOS, mjtSensor.mjSENS_TENDONLIMITVEL, mjtSensor.mjSENS_TENDONLIMITFRC)},
     mjtSensor.mjSENS_USER: "user sensors (MuJoCo's mjcb_sensor callback) are not supported",
@@ -244,6 +277,12 @@ def _bools(x: Any) -> tuple[bool, ...]:
     return tuple(bool(v) for v in np.asarray(x).reshape(-1))
 
 
+def _wrap_sidesites(m: Any) -> tuple[int, ...]:
+    """Side site of each wrap entry: the rounded wrap_prm of sphere/cylinder wraps, else -1."""
+    geom = np.isin(np.asarray(m.wrap_type), (int(mjtWrap.mjWRAP_SPHERE), int(mjtWrap.mjWRAP_CYLINDER)))
+    return tuple(round(float(p)) if g else -1 for p, g in zip(np.asarray(m.wrap_prm), geom, strict=True))
+
+
 def _model_ref(m: Any) -> ModelRef:
     buf = np.empty(mujoco.mj_sizeModel(m), np.uint8)
     mujoco.mj_saveModel(m, None, buf)
@@ -267,6 +306,7 @@ def from_mjmodel(m: Any) -> System:
         ls_iterations=int(o.ls_iterations), tolerance=float(o.tolerance), ls_tolerance=float(o.ls_tolerance),
     )
     obj = mujoco.mjtObj
+    nten = int(m.ntendon)
     return System(
         opt=opt,
         body_pos=_f32(m.body_pos), body_quat=_f32(m.body_quat), body_ipos=_f32(m.body_ipos),
@@ -301,7 +341,11 @@ def from_mjmodel(m: Any) -> System:
         jnt_actfrcrange=_f32(m.jnt_actfrcrange.reshape(m.njnt, 2)),
         site_pos=_f32(m.site_pos.reshape(m.nsite, 3)), site_quat=_f32(m.site_quat.reshape(m.nsite, 4)),
         site_size=_f32(m.site_size.reshape(m.nsite, 3)), sensor_cutoff=_f32(m.sensor_cutoff),
-        nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), na=int(m.na), nbody=int(m.nbody), njnt=int(m.njnt),
+        wrap_prm=_f32(m.wrap_prm),
+        tendon_stiffness=_f32(m.tendon_stiffness), tendon_damping=_f32(m.tendon_damping),
+        tendon_lengthspring=_f32(m.tendon_lengthspring.reshape(nten, 2)),
+        tendon_armature=_f32(m.tendon_armature),
+                nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), na=int(m.na), nbody=int(m.nbody), njnt=int(m.njnt),
         ngeom=int(m.ngeom),
         nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),
@@ -314,7 +358,7 @@ def from_mjmodel(m: Any) -> System:
         jnt_type=_ints(m.jnt_type), jnt_qposadr=_ints(m.jnt_qposadr), jnt_dofadr=_ints(m.jnt_dofadr),
         jnt_bodyid=_ints(m.jnt_bodyid), jnt_limited=_bools(m.jnt_limited),
         dof_bodyid=_ints(m.dof_bodyid), dof_jntid=_ints(m.dof_jntid), dof_parentid=_ints(m.dof_parentid),
-        dof_hasfrictionloss=_bools(np.asarray(m.dof_frictionloss) > 0),
+        dof_simplenum=_ints(m.dof_simplenum), dof_hasfrictionloss=_bools(np.asarray(m.dof_frictionloss) > 0),
         geom_type=_ints(m.geom_type), geom_bodyid=_ints(m.geom_bodyid), geom_contype=_ints(m.geom_contype),
         geom_conaffinity=_ints(m.geom_conaffinity), geom_condim=_ints(m.geom_condim),
         geom_priority=_ints(m.geom_priority), geom_dataid=_ints(m.geom_dataid),
@@ -332,9 +376,14 @@ def from_mjmodel(m: Any) -> System:
         sensor_objtype=_ints(m.sensor_objtype), sensor_objid=_ints(m.sensor_objid),
         sensor_reftype=_ints(m.sensor_reftype), sensor_refid=_ints(m.sensor_refid),
         sensor_dim=_ints(m.sensor_dim), sensor_adr=_ints(m.sensor_adr),
+        ntendon=nten, tendon_adr=_ints(m.tendon_adr), tendon_num=_ints(m.tendon_num),
+        tendon_limited=_bools(m.tendon_limited),
+        tendon_hasfrictionloss=_bools(np.asarray(m.tendon_frictionloss) > 0),
+        wrap_type=_ints(m.wrap_type), wrap_objid=_ints(m.wrap_objid), wrap_sidesite=_wrap_sidesites(m),
         contact_pairs=pairs,
         body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),
         geom_names=_names(m, obj.mjOBJ_GEOM, m.ngeom), actuator_names=_names(m, obj.mjOBJ_ACTUATOR, m.nu),
         site_names=_names(m, obj.mjOBJ_SITE, m.nsite), sensor_names=_names(m, obj.mjOBJ_SENSOR, m.nsensor),
+        tendon_names=_names(m, obj.mjOBJ_TENDON, nten),
         mj_model_ref=_model_ref(m),
     )

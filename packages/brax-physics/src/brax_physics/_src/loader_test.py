@@ -19,7 +19,7 @@ from brax_physics._src import models_testutil as tm
 @pytest.mark.parametrize(
     ("xml", "match"),
     [
-        (tm.WITH_TENDON, r"tendon 't1'.*tendons are not supported"),
+        (tm.WITH_TENDON, r"tendon 't1' \(<fixed>\): actuatorfrcrange is not supported"),
         (tm.WITH_EQUALITY, r"equality 'eq_jk'.*equality constraints are not supported"),
         (tm.WITH_USER_ACTUATOR, r"actuator 'a_user': dyntype=user is not supported"),
         (tm.WITH_BODY_ACTUATOR, r"actuator 'a_body': trntype=body is not supported"),

@@ -37,6 +37,7 @@ from brax_physics._src import (
     kinematics,
     sensor,
     solver,
+    tendon,
     transmission,
 )
 from brax_physics._src.collision.contact import Contact, collide
@@ -53,12 +54,15 @@ class _Position(NamedTuple):
     mass_matrix: jax.Array
     mass_matrix_factor: jax.Array
     contact: Contact
+    ten_length: jax.Array
+    ten_J: jax.Array  # noqa: N815 (MuJoCo's name)
     actuator_length: jax.Array
     actuator_moment: jax.Array
 
 
 class _Acceleration(NamedTuple):
     act: dynamics.Actuation
+    ten_velocity: jax.Array
     cvel: jax.Array
     cdof_dot: jax.Array
     qfrc_bias: jax.Array
@@ -78,15 +82,19 @@ def _position(sys: System, q: jax.Array) -> _Position:
             sub = com.subtree_com(sys, fr.xipos)
             cin = com.cinert(sys, fr, sub)
             cd = com.cdof(sys, fr, sub)
+        with jax.named_scope("tendon"):
+            ten_length, ten_J = tendon.tendon(sys, q, fr, sub, cd)
         with jax.named_scope("crb"):
             m = com.mass_matrix(sys, cin, cd)
+            if sys.ntendon:
+                m = m + tendon.armature(sys, ten_J)
         with jax.named_scope("collision"):
             con = collide(sys, fr.geom_xpos, fr.geom_xmat)
         with jax.named_scope("factor_m"):
             factor = dynamics.factor(m)
         with jax.named_scope("transmission"):
-            trn = transmission.transmission(sys, fr, q, cd, sub)
-    return _Position(fr, sub, cin, cd, m, factor, con, trn.length, trn.moment)
+            trn = transmission.transmission(sys, fr, q, cd, sub, ten_length, ten_J)
+    return _Position(fr, sub, cin, cd, m, factor, con, ten_length, ten_J, trn.length, trn.moment)
 
 
 def _state_position(state: State) -> _Position:
@@ -94,7 +102,8 @@ def _state_position(state: State) -> _Position:
     fr = kinematics.Frames(state.x.pos, state.x.rot, state.xanchor, state.xaxis, state.xipos, state.ximat,
                            state.geom_xpos, state.geom_xmat)
     return _Position(fr, state.subtree_com, state.cinert, state.cdof, state.mass_matrix,
-                     state.mass_matrix_factor, state.contact, state.actuator_length, state.actuator_moment)
+                     state.mass_matrix_factor, state.contact, state.ten_length, state.ten_J,
+                     state.actuator_length, state.actuator_moment)
 
 
 def solver_config(sys: System) -> solver.Config:
@@ -111,12 +120,15 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
     """Velocity, actuation, acceleration and constraint stages, given the position stage at `q`, for
     control `ctrl` (nu,) and activations `act` (na,)."""
     with jax.named_scope("fwd_velocity"):
+        ten_velocity = com.mm(pos.ten_J, qd) if sys.ntendon else jnp.zeros(0, qd.dtype)
         with jax.named_scope("com_vel"):
             cvel, cdof_dot = com.com_vel(sys, pos.cdof, qd)
         with jax.named_scope("rne"):
             bias = dynamics.rne(sys, pos.cinert, pos.cdof, cvel, cdof_dot, qd)
         with jax.named_scope("passive"):
             pas = dynamics.passive(sys, q, qd)
+            if sys.ntendon:
+                pas = pas + tendon.passive(sys, pos.ten_length, pos.ten_J, ten_velocity)
             # MuJoCo adds fluid forces to qfrc_passive, and skips every passive force when springs
             # and dampers are both disabled (mj_passive's early return).
             dflags = sys.opt.disableflags
@@ -133,7 +145,7 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
         qacc_smooth = dynamics.solve(pos.mass_matrix, pos.mass_matrix_factor, qfrc_smooth)
     if constraint.layout(sys).nefc == 0:
         zero = jnp.zeros(0, qd.dtype)
-        return _Acceleration(actu, cvel, cdof_dot, bias, pas, qacc_smooth, qacc_smooth, zero,
+        return _Acceleration(actu, ten_velocity, cvel, cdof_dot, bias, pas, qacc_smooth, qacc_smooth, zero,
                              jnp.zeros_like(qd))
     with jax.named_scope("fwd_constraint"):
         with jax.named_scope("make_constraint"):
@@ -147,7 +159,8 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
         with jax.named_scope("constraint_force"):
             efc_force = solver.constraint_force(cfg, prob, qacc)
             qfrc_constraint = com.mm(rows.J.T, efc_force)
-    return _Acceleration(actu, cvel, cdof_dot, bias, pas, qacc_smooth, qacc, efc_force, qfrc_constraint)
+    return _Acceleration(actu, ten_velocity, cvel, cdof_dot, bias, pas, qacc_smooth, qacc, efc_force,
+                         qfrc_constraint)
 
 
 def _body_velocity(sys: System, xpos: jax.Array, sub: jax.Array, cvel: jax.Array) -> Motion:
@@ -173,7 +186,8 @@ def _make_state(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, time: 
         actuator_force=acc.act.force, qfrc_bias=acc.qfrc_bias, qfrc_passive=acc.qfrc_passive,
         qfrc_actuator=acc.act.qfrc, qacc_smooth=acc.qacc_smooth, qacc=acc.qacc,
         contact=contact, efc_force=acc.efc_force, qfrc_constraint=acc.qfrc_constraint,
-        qacc_warmstart=acc.qacc, sensordata=sensordata,
+        qacc_warmstart=acc.qacc, sensordata=sensordata, ten_length=pos.ten_length, ten_J=pos.ten_J,
+        ten_velocity=acc.ten_velocity,
     )
 
 
@@ -231,23 +245,36 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     return state.replace(sensordata=_sensors(sys, state, acc, no_data))
 
 
-def _velocity_derivative(sys: System, act: dynamics.Actuation, moment: jax.Array) -> jax.Array:
+def _velocity_derivative(sys: System, act: dynamics.Actuation, moment: jax.Array,
+                         ten_J: jax.Array) -> jax.Array:
     """d(qfrc_passive + qfrc_actuator)/d qd used by the implicit updates: its (nv,) diagonal, or the
-    (nv, nv) matrix (on the mass matrix's sparsity, as MuJoCo's implicitfast) where an actuator's
-    moment spans several dofs."""
+    (nv, nv) matrix under implicitfast where an actuator's moment spans several dofs (kept on the
+    mass matrix's sparsity, as MuJoCo's) or the model has tendons (their dampers couple dofs).
+
+    Euler's implicit damping is MuJoCo's: dof damping only (mj_EulerSkip leaves tendon dampers
+    explicit); implicitfast adds actuator velocity gains and tendon dampers (mjd_smooth_vel).
+    """
     dflags = sys.opt.disableflags
     qdv = jnp.zeros(sys.nv, sys.dof_damping.dtype)
     if not dflags & mjtDisableBit.mjDSBL_DAMPER:
         qdv = qdv - dynamics.dof_damping(sys)
     implicitfast = sys.opt.integrator == mjtIntegrator.mjINT_IMPLICITFAST
+    full: jax.Array | None = None
     if implicitfast and sys.nu and not dflags & mjtDisableBit.mjDSBL_ACTUATION:
         if transmission.joint_only(sys):
             gear = sys.actuator_gear[:, 0]
-            return qdv.at[structure(sys).act_dof].add(gear * gear * act.dforce_dvel)
-        # Σ_i dforce_i · moment_iᵀ moment_i
-        d = jnp.einsum("ui,u,uj->ij", moment, act.dforce_dvel, moment, precision=jax.lax.Precision.HIGHEST)
-        anc = structure(sys).dof_anc
-        return jnp.where(jnp.asarray(anc | anc.T), d, 0.0) + jnp.diag(qdv)
+            qdv = qdv.at[structure(sys).act_dof].add(gear * gear * act.dforce_dvel)
+        else:
+            # Σ_i dforce_i · moment_iᵀ moment_i
+            d = jnp.einsum("ui,u,uj->ij", moment, act.dforce_dvel, moment,
+                           precision=jax.lax.Precision.HIGHEST)
+            anc = structure(sys).dof_anc
+            full = jnp.where(jnp.asarray(anc | anc.T), d, 0.0)
+    if implicitfast and sys.ntendon and not dflags & mjtDisableBit.mjDSBL_DAMPER:
+        ten = tendon.damping_derivative(sys, ten_J)
+        full = ten if full is None else full + ten
+    if full is not None:
+        return full + jnp.diag(qdv)
     return qdv
 
 
@@ -299,7 +326,7 @@ def step(sys: System, state: State, act: jax.Array) -> State:
             if euler and sys.opt.disableflags & mjtDisableBit.mjDSBL_EULERDAMP:
                 qd = v0 + h * a0
             else:
-                qdv = _velocity_derivative(sys, acc.act, pos0.actuator_moment)
+                qdv = _velocity_derivative(sys, acc.act, pos0.actuator_moment, pos0.ten_J)
                 qd = integrator.implicit_velocity(state.mass_matrix, v0, a0, qdv, h)
             q = integrator.integrate_pos(sys, q0, qd, h)
             act_dot = acc.act.act_dot

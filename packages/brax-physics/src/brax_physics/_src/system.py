@@ -214,6 +214,17 @@ class System:
     """(nsite, 3) site geometry size (the zone of touch sensors)."""
     sensor_cutoff: jax.Array
     """(nsensor,) clamp of real (both sides) and positive (above) sensor values; 0: none."""
+    wrap_prm: jax.Array
+    """(nwrap,) wrap parameter: a fixed tendon's joint coefficient, a pulley's divisor (the side-site
+    ids of geom wraps are structure: `wrap_sidesite`)."""
+    tendon_stiffness: jax.Array
+    """(ntendon,) spring stiffness."""
+    tendon_damping: jax.Array
+    """(ntendon,) damping along the tendon."""
+    tendon_lengthspring: jax.Array
+    """(ntendon, 2) spring dead band [lower, upper]: no spring force between them."""
+    tendon_armature: jax.Array
+    """(ntendon,) inertia along the tendon (armature·JᵀJ on the mass matrix)."""
 
     # ---- sizes, structure and type codes (static) ----
     nq: int = dataclasses.field(metadata=_STATIC)
@@ -269,6 +280,9 @@ class System:
     """Joint of each dof."""
     dof_parentid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Parent dof in the kinematic tree (-1 for none)."""
+    dof_simplenum: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """MuJoCo's count of consecutive "simple" dofs from each dof (nonzero: its M row holds only the
+    diagonal, so MuJoCo drops tendon armature and implicit damping couplings to it)."""
     dof_hasfrictionloss: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether the dof has a friction-loss constraint row (frictionloss > 0 at load time)."""
     geom_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
@@ -341,6 +355,22 @@ class System:
     """Number of values of each sensor."""
     sensor_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Address of each sensor's first value in `State.sensordata`."""
+    ntendon: int = dataclasses.field(metadata=_STATIC)
+    """Number of tendons."""
+    tendon_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """First wrap entry of each tendon."""
+    tendon_num: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Number of wrap entries of each tendon."""
+    tendon_limited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether the tendon's length range is enforced (a limit constraint row)."""
+    tendon_hasfrictionloss: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether the tendon has a friction-loss constraint row (frictionloss > 0 at load time)."""
+    wrap_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtWrap` code of each wrap entry: joint (fixed tendons), site, pulley, sphere, cylinder."""
+    wrap_objid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Joint, site or geom id of each wrap entry (-1 for pulleys)."""
+    wrap_sidesite: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Side site of each geom wrap entry (-1: none, and for every other entry)."""
     contact_pairs: CollisionPairs = dataclasses.field(metadata=_STATIC)
     """Collision candidates: which geom pairs, their condim and collider (static, built at load);
     their parameters are mixed from the `geom_*` and `pair_*` leaves every step."""
@@ -356,6 +386,8 @@ class System:
     """Site names ('' if unnamed)."""
     sensor_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Sensor names ('' if unnamed; `brax_physics.sensor` looks values up by them)."""
+    tendon_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
+    """Tendon names ('' if unnamed)."""
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 
