@@ -271,3 +271,32 @@ def test_dm_control_quadruped_tracks_mujoco() -> None:
     np.testing.assert_allclose(np.asarray(q), np.stack(mq), atol=5e-3)
     np.testing.assert_allclose(np.asarray(act), np.stack(mact), atol=1e-4)
     assert np.ptp(np.stack(mact), axis=0).min() > 0.05
+
+
+def test_dm_control_dog_acts_match_mujoco() -> None:
+    # 38 filter actuators on joints and tendons; contacts off (its meshes lack colliders here) and
+    # noslip off (not supported), in both engines
+    suite = pytest.importorskip("dm_control.suite")
+    xml, assets = suite.dog.get_model_and_assets()
+    m = mujoco.MjModel.from_xml_string(xml, assets)
+    m.opt.noslip_iterations = 0
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
+    d = mujoco.MjData(m)
+    sys = bp.from_mjmodel(m)
+    ctrls = np.stack([0.5 * np.sin(40 * m.opt.timestep * i + np.arange(m.nu)) for i in range(20)])
+
+    def body(s: bp.State, u: jax.Array) -> tuple[bp.State, tuple[jax.Array, jax.Array]]:
+        s = bp.step(sys, s, u)
+        return s, (s.q, s.act)
+
+    s0 = bp.init(sys, _f32(d.qpos), _f32(d.qvel))
+    q, act = jax.jit(lambda s, u: jax.lax.scan(body, s, u)[1])(s0, _f32(ctrls))
+    mq, mact = [], []
+    for u in ctrls:
+        d.ctrl[:] = u
+        mujoco.mj_step(m, d)
+        mq.append(d.qpos.copy())
+        mact.append(d.act.copy())
+    np.testing.assert_allclose(np.asarray(act), np.stack(mact), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(q), np.stack(mq), atol=1e-4)
+    assert np.ptp(np.stack(mact), axis=0).min() > 0.05
