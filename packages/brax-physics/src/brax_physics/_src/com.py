@@ -20,6 +20,7 @@ from mujoco import mjtJoint
 from brax_physics._src.kinematics import Frames
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
+from brax_physics._src.transmission import inherited
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -157,7 +158,11 @@ def mass_matrix(sys: System, cinert_: jax.Array, cdof_: jax.Array) -> jax.Array:
     # M[i, j] = cdof_j · crb_body(i) · cdof_i for j an ancestor of i (or i); zero across branches
     low = jnp.where(jnp.asarray(st.dof_anc), mm(f, cdof_.T), 0.0)
     m = low + low.T - jnp.diag(jnp.diag(low))
-    return m + jnp.diag(sys.dof_armature)
+    armature = sys.dof_armature
+    from_actuators = inherited(sys, sys.actuator_armature)
+    if from_actuators is not None:
+        armature = armature + from_actuators
+    return m + jnp.diag(armature)
 
 
 def com_vel(sys: System, cdof_: jax.Array, qd: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -137,8 +137,8 @@ def _anchors(sys: System, xpos: jax.Array, xquat: jax.Array, xipos: jax.Array, x
     q2 = xquat[b2]
     if site.any():
         s1, s2 = np.where(site, o1, 0), np.where(site, o2, 0)
-        sp1, _ = kinematics.site_frames(sys, xpos, xquat, xipos, ximat, s1)
-        sp2, _ = kinematics.site_frames(sys, xpos, xquat, xipos, ximat, s2)
+        sp1, _ = kinematics.site_frames_at(sys, xpos, xquat, xipos, ximat, s1)
+        sp2, _ = kinematics.site_frames_at(sys, xpos, xquat, xipos, ximat, s2)
         col = jnp.asarray(site)[:, None]
         p1, p2 = jnp.where(col, sp1, p1), jnp.where(col, sp2, p2)
         q1 = jnp.where(col, quat_mul(xquat[b1], sys.site_quat[s1]), q1)

@@ -174,26 +174,6 @@ def kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
     return Frames(xpos, xquat, xanchor, xaxis, xipos, ximat, geom_xpos, geom_xmat)
 
 
-def site_frames(sys: System, xpos: jax.Array, xquat: jax.Array, xipos: jax.Array, ximat: jax.Array,
-                sites: np.ndarray) -> tuple[jax.Array, jax.Array]:
-    """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat).
-
-    Like geoms, a site whose frame MuJoCo's compiler found to coincide with its body's or inertial
-    frame (`site_sameframe`) copies that frame, as MuJoCo's mj_local2Global does.
-    """
-    b = np.asarray(sys.site_bodyid, np.int32)[sites]
-    sf = np.asarray(sys.site_sameframe, np.int32)[sites]
-    q = xquat[b]
-    pos = xpos[b] + rotate(sys.site_pos[sites], q)
-    pos = _where(sf == mjtSameFrame.mjSAMEFRAME_INERTIA, xipos[b], pos)
-    pos = _where(sf == mjtSameFrame.mjSAMEFRAME_BODY, xpos[b], pos)
-    body_rot = np.isin(sf, (mjtSameFrame.mjSAMEFRAME_BODY, mjtSameFrame.mjSAMEFRAME_BODYROT))
-    inertia_rot = np.isin(sf, (mjtSameFrame.mjSAMEFRAME_INERTIA, mjtSameFrame.mjSAMEFRAME_INERTIAROT))
-    mat = quat_to_mat(quat_mul(q, sys.site_quat[sites]))
-    mat = _where(body_rot, quat_to_mat(q), _where(inertia_rot, ximat[b], mat))
-    return pos, mat
-
-
 def _where(mask: np.ndarray, a: jax.Array, b: jax.Array) -> jax.Array:
     """`a` on rows where the static `mask` holds, else `b` (no op when the mask is all false)."""
     if not mask.any():
@@ -203,14 +183,30 @@ def _where(mask: np.ndarray, a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.where(jnp.asarray(mask).reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)
 
 
-def site_xpos(sys: System, fr: Frames, sites: np.ndarray) -> jax.Array:
-    """(n, 3) world positions of `sites` (MuJoCo site_xpos).
+def site_frames(sys: System, fr: Frames, sites: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat)."""
+    return site_frames_at(sys, fr.xpos, fr.xquat, fr.xipos, fr.ximat, sites)
+
+
+def site_frames_at(sys: System, xpos: jax.Array, xquat: jax.Array, xipos: jax.Array, ximat: jax.Array,
+                   sites: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """`site_frames` from the body frames (nbody, ...) alone.
 
     Like geoms, a site whose frame MuJoCo's compiler found to coincide with its body's or inertial
-    frame (`site_sameframe`) copies that frame's position, as MuJoCo's mj_local2Global does.
+    frame (`site_sameframe`) copies that frame, as MuJoCo's mj_local2Global does.
     """
     b = np.asarray(sys.site_bodyid, np.int32)[sites]
     sf = np.asarray(sys.site_sameframe, np.int32)[sites]
-    pos = fr.xpos[b] + rotate(sys.site_pos[sites], fr.xquat[b])
-    pos = _where(sf == int(mjtSameFrame.mjSAMEFRAME_INERTIA), fr.xipos[b], pos)
-    return _where(sf == int(mjtSameFrame.mjSAMEFRAME_BODY), fr.xpos[b], pos)
+    q = xquat[b]
+    pos = xpos[b] + rotate(sys.site_pos[sites], q)
+    mat = quat_to_mat(quat_mul(q, sys.site_quat[sites]))
+    f = mjtSameFrame
+    pos = _where(sf == f.mjSAMEFRAME_INERTIA, xipos[b], pos)
+    pos = _where(sf == f.mjSAMEFRAME_BODY, xpos[b], pos)
+    mat = _where(np.isin(sf, (f.mjSAMEFRAME_BODY, f.mjSAMEFRAME_BODYROT)), quat_to_mat(q), mat)
+    return pos, _where(np.isin(sf, (f.mjSAMEFRAME_INERTIA, f.mjSAMEFRAME_INERTIAROT)), ximat[b], mat)
+
+
+def site_xpos(sys: System, fr: Frames, sites: np.ndarray) -> jax.Array:
+    """(n, 3) world positions of `sites` (MuJoCo site_xpos); see `site_frames`."""
+    return site_frames(sys, fr, sites)[0]

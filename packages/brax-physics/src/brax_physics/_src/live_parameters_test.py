@@ -425,6 +425,76 @@ RECIPES.update({
 })
 
 
+# ---- actuators ----
+# A filter-driven shoulder, a rail driven through an integrator whose actrange holds it, a muscle on
+# the elbow (force from scale / acc0, length normalized by its lengthrange), a slider-crank, and a
+# wheel whose motor lends it damping and armature and whose total actuator force is clamped (its com
+# is off its axis: MuJoCo's compiler bakes the inertia of a body that spins about its com, so
+# armature changes would not reach its mass matrix).
+ACTUATOR_MODEL = """
+<mujoco model="live_actuators">
+  <option timestep="0.004"/>
+  <default><geom contype="0" conaffinity="0"/></default>
+  <worldbody>
+    <body name="upper" pos="0 0 1">
+      <joint name="shoulder" type="hinge" axis="0 1 0" damping="0.05" range="-90 90"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body name="lower" pos="0.3 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0" range="-100 100"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.025"/>
+      </body>
+    </body>
+    <body name="carriage" pos="1 0 1">
+      <joint name="rail" type="slide" axis="1 0 0" damping="0.5"/>
+      <geom type="box" size=".05 .05 .05"/>
+      <site name="slider" euler="0 90 0"/>
+    </body>
+    <body name="crank" pos="1 1 1">
+      <joint name="crank" type="hinge" axis="0 1 0" damping="0.01"/>
+      <geom type="capsule" fromto="0 0 0 0.1 0 0" size="0.02"/>
+      <site name="crankpin" pos="0.1 0 0"/>
+    </body>
+    <site name="crank_slider" pos="0.9 1 1" euler="0 90 0"/>
+    <body name="wheel" pos="2 0 1">
+      <joint name="wheel" type="hinge" axis="0 0 1" actuatorfrcrange="-0.4 0.4"/>
+      <geom type="cylinder" size="0.1 0.02" pos="0.05 0 0"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <general name="filter" joint="shoulder" dyntype="filter" dynprm="0.1" gainprm="3"/>
+    <general name="integrator" joint="rail" dyntype="integrator" actlimited="true" actrange="-0.3 0.3"
+             gainprm="20" biastype="affine" biasprm="0 -20 -2"/>
+    <muscle name="muscle" joint="elbow" ctrlrange="0 1" scale="50"/>
+    <general name="crank" cranksite="crankpin" slidersite="crank_slider" cranklength="0.15" gainprm="0.3"/>
+    <motor name="wheel" joint="wheel" gear="2" damping="0.05" armature="0.01"/>
+  </actuator>
+  <sensor>
+    <actuatorfrc actuator="muscle"/>
+    <jointactuatorfrc joint="wheel"/>
+  </sensor>
+</mujoco>
+"""
+SWEEPS["actuator"] = Sweep(ACTUATOR_MODEL, {"crank": (2.0,)}, (1.0, 1.0, 0.8, 1.0, 1.0), {})
+RECIPES.update({
+    "actuator_dynprm": Recipe("actuator:filter", 0, _set(0.3), "the shoulder's filter time constant",
+                              sweep="actuator"),
+    "actuator_actrange": Recipe("actuator:integrator", 1, _set(0.1),
+                                "the rail's setpoint, held at its actrange", sweep="actuator"),
+    "actuator_lengthrange": Recipe("actuator:muscle", 1, _scale(1.5), "the muscle's normalized length",
+                                   sweep="actuator"),
+    "actuator_acc0": Recipe("actuator:muscle", None, _scale(2.0), "the muscle's peak force, scale / acc0",
+                            sweep="actuator"),
+    "actuator_cranklength": Recipe("actuator:crank", None, _set(0.25), "the crank's rod: its moment arm",
+                                   sweep="actuator"),
+    "actuator_damping": Recipe("actuator:wheel", None, _set(0.5), "damping the wheel inherits (by gear²)",
+                               sweep="actuator"),
+    "actuator_armature": Recipe("actuator:wheel", None, _set(0.1), "armature the wheel inherits (by gear²)",
+                                sweep="actuator"),
+    "jnt_actfrcrange": Recipe("jnt:wheel", None, _set(-1.0, 1.0), "the clamp of the wheel's motor torque",
+                              sweep="actuator"),
+})
+
+
 # ---- tendons ----
 # A two-link arm: a fixed tendon couples shoulder and elbow (spring with a dead band, damper,
 # armature, friction loss); a spatial cord runs anchor -> upper arm, then, after a pulley (divisor

@@ -87,8 +87,6 @@ def unsupported(m: Any) -> list[str]:
         if m.jnt_actgravcomp[j]:
             errs.append(f"{jnt(j)}: actuatorgravcomp=true (gravity compensation through actuators) "
                         "is not supported")
-        if m.jnt_actfrclimited[j]:
-            errs.append(f"{jnt(j)}: actuatorfrcrange is not supported")
         if t == mjtJoint.mjJNT_FREE and m.body_jntnum[m.jnt_bodyid[j]] != 1:
             errs.append(f"{jnt(j)}: a free joint must be the only joint of its body")
         ndof = {int(mjtJoint.mjJNT_FREE): 6, int(mjtJoint.mjJNT_BALL): 3}.get(t, 1)
@@ -101,22 +99,29 @@ def unsupported(m: Any) -> list[str]:
         dyn, gain, bias, trn = (int(m.actuator_dyntype[i]), int(m.actuator_gaintype[i]),
                                 int(m.actuator_biastype[i]), int(m.actuator_trntype[i]))
         a = act(i)
-        if dyn != mjtDyn.mjDYN_NONE:
-            errs.append(f"{a}: dyntype={keyword(mjtDyn, dyn)} is not supported (only dyntype none)")
-        if gain != mjtGain.mjGAIN_FIXED:
-            errs.append(f"{a}: gaintype={keyword(mjtGain, gain)} is not supported (only gaintype fixed)")
-        if bias not in (mjtBias.mjBIAS_NONE, mjtBias.mjBIAS_AFFINE):
-            errs.append(f"{a}: biastype={keyword(mjtBias, bias)} is not supported (only none, affine)")
-        if trn != mjtTrn.mjTRN_JOINT:
-            errs.append(f"{a}: trntype={keyword(mjtTrn, trn)} is not supported (only joint transmission)")
-        elif int(m.jnt_type[m.actuator_trnid[i, 0]]) not in (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE):
-            errs.append(f"{act(i)}: joint transmission on a ball or free joint is not supported")
-        if m.actuator_damping[i] != 0 or m.actuator_armature[i] != 0:
-            errs.append(f"{act(i)}: actuator damping/armature is not supported")
+        if dyn not in _DYN:
+            errs.append(f"{a}: dyntype={keyword(mjtDyn, dyn)} is not supported "
+                        "(none, integrator, filter, filterexact, muscle)")
+        if gain not in _GAIN:
+            errs.append(f"{a}: gaintype={keyword(mjtGain, gain)} is not supported (fixed, affine, muscle)")
+        if bias not in _BIAS:
+            errs.append(f"{a}: biastype={keyword(mjtBias, bias)} is not supported (none, affine, muscle)")
+        if trn not in _TRN:
+            errs.append(f"{a}: trntype={keyword(mjtTrn, trn)} is not supported "
+                        "(joint, jointinparent, slidercrank, site, tendon)")
+        if m.actuator_actnum[i] > 1 or m.actuator_ctrlnum[i] != 1 or m.actuator_outnum[i] != 1:
+            errs.append(f"{a}: actuators with several controls, activations or outputs are not supported")
+        if _wraps_setpoint(m, i):
+            errs.append(f"{a}: a servo on a rotational (ball-joint or refsite) transmission wraps its "
+                        "setpoint, which is not supported")
+        if trn == mjtTrn.mjTRN_TENDON and (m.actuator_damping[i] != 0 or m.actuator_armature[i] != 0):
+            errs.append(f"{a}: actuator damping/armature on a tendon transmission is not supported")
         if m.actuator_delay[i] != 0 or np.any(m.actuator_history[i] != 0):
-            errs.append(f"{act(i)}: actuator delay/history is not supported")
+            errs.append(f"{a}: actuator delay/history is not supported")
         if np.any(m.actuator_dampingpoly[i] != 0):
-            errs.append(f"{act(i)}: nonlinear actuator damping is not supported")
+            errs.append(f"{a}: nonlinear actuator damping is not supported")
+        if m.actuator_plugin[i] >= 0:
+            errs.append(f"{a}: actuator plugins are not supported")
 
     errs += _unsupported_sensors(m)
 
@@ -153,6 +158,29 @@ def unsupported(m: Any) -> list[str]:
     if opt.disableactuator != 0:
         errs.append("option: actuatorgroupdisable is not supported")
     return errs
+
+
+_DYN = (mjtDyn.mjDYN_NONE, mjtDyn.mjDYN_INTEGRATOR, mjtDyn.mjDYN_FILTER, mjtDyn.mjDYN_FILTEREXACT,
+        mjtDyn.mjDYN_MUSCLE)
+_GAIN = (mjtGain.mjGAIN_FIXED, mjtGain.mjGAIN_AFFINE, mjtGain.mjGAIN_MUSCLE)
+_BIAS = (mjtBias.mjBIAS_NONE, mjtBias.mjBIAS_AFFINE, mjtBias.mjBIAS_MUSCLE)
+_TRN = (mjtTrn.mjTRN_JOINT, mjtTrn.mjTRN_JOINTINPARENT, mjtTrn.mjTRN_SLIDERCRANK, mjtTrn.mjTRN_SITE,
+        mjtTrn.mjTRN_TENDON)
+
+
+def _wraps_setpoint(m: Any, i: int) -> bool:
+    """Whether MuJoCo wraps actuator i's setpoint to the nearest turn (its mj_fwdActuation wrapPeriod)."""
+    servo = (int(m.actuator_gaintype[i]) == mjtGain.mjGAIN_FIXED
+             and int(m.actuator_biastype[i]) == mjtBias.mjBIAS_AFFINE
+             and m.actuator_gainprm[i, 0] == -m.actuator_biasprm[i, 1]
+             and int(m.actuator_dyntype[i]) in (mjtDyn.mjDYN_NONE, mjtDyn.mjDYN_INTEGRATOR))
+    if not servo:
+        return False
+    trn, gear = int(m.actuator_trntype[i]), m.actuator_gear[i]
+    if trn == mjtTrn.mjTRN_SITE and m.actuator_trnid[i, 1] >= 0 and not np.any(gear[:3]):
+        return bool(np.any(gear[3:]))
+    joint = trn in (mjtTrn.mjTRN_JOINT, mjtTrn.mjTRN_JOINTINPARENT)
+    return joint and int(m.jnt_type[m.actuator_trnid[i, 0]]) == mjtJoint.mjJNT_BALL and bool(np.any(gear[:3]))
 
 
 def _unsupported_tendons(m: Any) -> list[str]:
@@ -355,6 +383,12 @@ def from_mjmodel(m: Any) -> System:
         actuator_biasprm=_f32(m.actuator_biasprm.reshape(m.nu, mujoco.mjNBIAS)),
         actuator_ctrlrange=_f32(m.actuator_ctrlrange.reshape(m.nu, 2)),
         actuator_forcerange=_f32(m.actuator_forcerange.reshape(m.nu, 2)),
+        actuator_dynprm=_f32(m.actuator_dynprm.reshape(m.nu, mujoco.mjNDYN)),
+        actuator_actrange=_f32(m.actuator_actrange.reshape(m.nu, 2)),
+        actuator_lengthrange=_f32(m.actuator_lengthrange.reshape(m.nu, 2)),
+        actuator_acc0=_f32(m.actuator_acc0), actuator_cranklength=_f32(m.actuator_cranklength),
+        actuator_damping=_f32(m.actuator_damping), actuator_armature=_f32(m.actuator_armature),
+        jnt_actfrcrange=_f32(m.jnt_actfrcrange.reshape(m.njnt, 2)),
         site_pos=_f32(m.site_pos.reshape(m.nsite, 3)), site_quat=_f32(m.site_quat.reshape(m.nsite, 4)),
         site_size=_f32(m.site_size.reshape(m.nsite, 3)), sensor_cutoff=_f32(m.sensor_cutoff),
         wrap_prm=_f32(m.wrap_prm), tendon_range=_f32(m.tendon_range.reshape(nten, 2)),
@@ -371,9 +405,9 @@ def from_mjmodel(m: Any) -> System:
         eq_data=_f32(m.eq_data.reshape(m.neq, mujoco.mjNEQDATA)),
         eq_solref=_f32(m.eq_solref.reshape(m.neq, mujoco.mjNREF)),
         eq_solimp=_f32(m.eq_solimp.reshape(m.neq, mujoco.mjNIMP)),
-        nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
-        nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata), nmocap=int(m.nmocap),
-        ngravcomp=int(m.ngravcomp), neq=int(m.neq),
+        nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), na=int(m.na), nbody=int(m.nbody), njnt=int(m.njnt),
+        ngeom=int(m.ngeom), nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata),
+        nmocap=int(m.nmocap), ngravcomp=int(m.ngravcomp), neq=int(m.neq),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),
         body_weldid=_ints(m.body_weldid), body_mocapid=_ints(m.body_mocapid),
         body_sameframe=_ints(m.body_sameframe),
@@ -396,6 +430,9 @@ def from_mjmodel(m: Any) -> System:
         actuator_dyntype=_ints(m.actuator_dyntype), actuator_gaintype=_ints(m.actuator_gaintype),
         actuator_biastype=_ints(m.actuator_biastype), actuator_ctrllimited=_bools(m.actuator_ctrllimited),
         actuator_forcelimited=_bools(m.actuator_forcelimited),
+        actuator_actadr=_ints(m.actuator_actadr), actuator_actnum=_ints(m.actuator_actnum),
+        actuator_actlimited=_bools(m.actuator_actlimited), actuator_actearly=_bools(m.actuator_actearly),
+        jnt_actuatorid=_ints(m.jnt_actuatorid), jnt_actfrclimited=_bools(m.jnt_actfrclimited),
         site_type=_ints(m.site_type), site_bodyid=_ints(m.site_bodyid),
         site_sameframe=_ints(m.site_sameframe),
         sensor_type=_ints(m.sensor_type), sensor_datatype=_ints(m.sensor_datatype),

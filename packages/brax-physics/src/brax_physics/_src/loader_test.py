@@ -21,8 +21,9 @@ from brax_physics._src import models_testutil as tm
     [
         (tm.WITH_TENDON, r"tendon 't1' \(<fixed>\): actuatorfrcrange is not supported"),
         (tm.WITH_FLEX_EQUALITY, r"equality #0 \(<flex>\): flex equality constraints are not supported"),
-        (tm.WITH_FILTER_ACTUATOR, r"actuator 'a_filter': dyntype=filter is not supported"),
-        (tm.WITH_SITE_ACTUATOR, r"actuator 'a_site': trntype=site is not supported"),
+        (tm.WITH_USER_ACTUATOR, r"actuator 'a_user': dyntype=user is not supported"),
+        (tm.WITH_BODY_ACTUATOR, r"actuator 'a_body': trntype=body is not supported"),
+        (tm.WITH_BALL_SERVO, r"actuator 'a_servo': a servo on a rotational .* wraps its setpoint"),
         (tm.CONTACT_SCENE.replace('timestep="0.004"', 'timestep="0.004" cone="elliptic"'),
          r"cone=elliptic is not supported"),
         (tm.CONTACT_SCENE.replace('timestep="0.004"', 'timestep="0.004" noslip_iterations="2"'),

@@ -227,17 +227,22 @@ WITH_FLEX_EQUALITY = """
 </worldbody></mujoco>
 """
 
-WITH_FILTER_ACTUATOR = f"""
+WITH_USER_ACTUATOR = f"""
 <mujoco><worldbody>{_BODY}</worldbody>
-  <actuator><general name="a_filter" joint="j" dyntype="filter" dynprm="0.1"/></actuator>
+  <actuator><general name="a_user" joint="j" dyntype="user"/></actuator>
 </mujoco>
 """
 
-WITH_SITE_ACTUATOR = f"""
+WITH_BODY_ACTUATOR = f"""
 <mujoco><worldbody>{_BODY}</worldbody>
-  <actuator><motor name="a_site" site="tip" gear="0 0 1 0 0 0"/></actuator>
+  <actuator><adhesion name="a_body" body="c" ctrlrange="0 1"/></actuator>
 </mujoco>
 """
+
+WITH_BALL_SERVO = """<mujoco><worldbody><body><joint name="b" type="ball"/><geom size=".1"/></body>
+  </worldbody>
+  <actuator><position name="a_servo" joint="b" kp="3" gear="0 0 1"/></actuator>
+</mujoco>"""
 
 _LIMITED = _BODY.replace('axis="0 1 0"/>', 'axis="0 1 0" range="-30 30"/>', 1)
 WITH_LIMIT = f"<mujoco><worldbody>{_LIMITED}</worldbody></mujoco>"

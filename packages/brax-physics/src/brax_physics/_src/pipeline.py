@@ -40,6 +40,7 @@ from brax_physics._src import (
     sensor,
     solver,
     tendon,
+    transmission,
 )
 from brax_physics._src.collision.contact import Contact, collide
 from brax_physics._src.state import State
@@ -57,6 +58,8 @@ class _Position(NamedTuple):
     contact: Contact
     ten_length: jax.Array
     ten_J: jax.Array  # noqa: N815 (MuJoCo's name)
+    actuator_length: jax.Array
+    actuator_moment: jax.Array
 
 
 class _Acceleration(NamedTuple):
@@ -98,7 +101,9 @@ def _position(sys: System, q: jax.Array, mocap: _Mocap | None = None) -> _Positi
             con = collide(sys, fr.geom_xpos, fr.geom_xmat)
         with jax.named_scope("factor_m"):
             factor = dynamics.factor(m)
-    return _Position(fr, sub, cin, cd, m, factor, con, ten_length, ten_J)
+        with jax.named_scope("transmission"):
+            trn = transmission.transmission(sys, fr, q, cd, sub, ten_length, ten_J)
+    return _Position(fr, sub, cin, cd, m, factor, con, ten_length, ten_J, trn.length, trn.moment)
 
 
 def _state_position(state: State) -> _Position:
@@ -106,7 +111,8 @@ def _state_position(state: State) -> _Position:
     fr = kinematics.Frames(state.x.pos, state.x.rot, state.xanchor, state.xaxis, state.xipos, state.ximat,
                            state.geom_xpos, state.geom_xmat)
     return _Position(fr, state.subtree_com, state.cinert, state.cdof, state.mass_matrix,
-                     state.mass_matrix_factor, state.contact, state.ten_length, state.ten_J)
+                     state.mass_matrix_factor, state.contact, state.ten_length, state.ten_J,
+                     state.actuator_length, state.actuator_moment)
 
 
 def solver_config(sys: System) -> solver.Config:
@@ -120,9 +126,10 @@ def solver_config(sys: System) -> solver.Config:
     )
 
 
-def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos: _Position,
+def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act: jax.Array, pos: _Position,
                   qacc_warmstart: jax.Array, eq_active: jax.Array) -> _Acceleration:
-    """Velocity, actuation, acceleration and constraint stages, given the position stage at `q`."""
+    """Velocity, actuation, acceleration and constraint stages, given the position stage at `q`, for
+    control `ctrl` (nu,), activations `act` (na,) and equality switches `eq_active` (neq,)."""
     with jax.named_scope("fwd_velocity"):
         ten_velocity = com.mm(pos.ten_J, qd) if sys.ntendon else jnp.zeros(0, qd.dtype)
         with jax.named_scope("com_vel"):
@@ -144,7 +151,8 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
                 pas = pas + fluid.fluid(sys, sys.opt.density, sys.opt.viscosity, sys.opt.wind, fr.xipos,
                                         fr.ximat, pos.subtree_com, cvel, pos.cdof)
     with jax.named_scope("fwd_actuation"):
-        actu = dynamics.actuation(sys, q, qd, act)
+        trn = transmission.Transmission(pos.actuator_length, pos.actuator_moment)
+        actu = dynamics.actuation(sys, trn, qd, ctrl, act)
     with jax.named_scope("fwd_acceleration"):
         qfrc_smooth = pas - bias + actu.qfrc
         qacc_smooth = dynamics.solve(pos.mass_matrix, pos.mass_matrix_factor, qfrc_smooth)
@@ -181,15 +189,17 @@ def _body_velocity(sys: System, xpos: jax.Array, sub: jax.Array, cvel: jax.Array
         return Motion(ang=cvel[:, :3], vel=point_velocity(cvel, offset))
 
 
-def _make_state(sys: System, q: jax.Array, qd: jax.Array, mocap: _Mocap, time: jax.Array, pos: _Position,
-                acc: _Acceleration, xd: Motion, sensordata: jax.Array, eq_active: jax.Array) -> State:
+def _make_state(sys: System, q: jax.Array, qd: jax.Array, mocap: _Mocap, act: jax.Array, time: jax.Array,
+                pos: _Position, acc: _Acceleration, xd: Motion, actuator_velocity: jax.Array,
+                sensordata: jax.Array, eq_active: jax.Array) -> State:
     fr = pos.frames
     with jax.named_scope("contact_force"):
         force = constraint.contact_force(sys, pos.contact, acc.efc_force)
     contact = dataclasses.replace(pos.contact, force=force)
     return State(
         q=q, qd=qd, mocap_pos=mocap.pos, mocap_quat=mocap.quat, x=Transform(pos=fr.xpos, rot=fr.xquat), xd=xd,
-        time=time, ctrl=acc.act.ctrl,
+        time=time, ctrl=acc.act.ctrl, act=act, act_dot=acc.act.act_dot, actuator_length=pos.actuator_length,
+        actuator_moment=pos.actuator_moment, actuator_velocity=actuator_velocity,
         xanchor=fr.xanchor, xaxis=fr.xaxis, xipos=fr.xipos, ximat=fr.ximat, geom_xpos=fr.geom_xpos,
         geom_xmat=fr.geom_xmat, subtree_com=pos.subtree_com, cinert=pos.cinert, cdof=pos.cdof,
         mass_matrix=pos.mass_matrix, mass_matrix_factor=pos.mass_matrix_factor,
@@ -234,8 +244,9 @@ def _checked(fn: str, name: str, x: Any, shape: tuple[int, ...], what: str, dtyp
 
 
 def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
-         act: jax.Array | None = None) -> State:
-    """Fully populated `State` at `q` (nq,) (default qpos0) and `qd` (nv,) (default zeros).
+         act: jax.Array | None = None, activation: jax.Array | None = None) -> State:
+    """Fully populated `State` at `q` (nq,) (default qpos0) and `qd` (nv,) (default zeros), with
+    actuator activations `activation` (na,) as `State.act` (default zeros, as MuJoCo's mj_resetData).
 
     Force and acceleration fields are evaluated with control `act` (nu,) (default zeros). Mocap
     bodies start at their model pose (body_pos/body_quat), as after MuJoCo's mj_resetData.
@@ -243,22 +254,27 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     dtype = sys.qpos0.dtype
     q = sys.qpos0 if q is None else _checked("init", "q", q, (sys.nq,), "sys.nq", dtype)
     qd = jnp.zeros(sys.nv, dtype) if qd is None else _checked("init", "qd", qd, (sys.nv,), "sys.nv", dtype)
-    act = (jnp.zeros(sys.nu, dtype) if act is None
-           else _checked("init", "act", act, (sys.nu,), "sys.nu", dtype))
+    ctrl = (jnp.zeros(sys.nu, dtype) if act is None
+            else _checked("init", "act", act, (sys.nu,), "sys.nu", dtype))
+    a = (jnp.zeros(sys.na, dtype) if activation is None
+         else _checked("init", "activation", activation, (sys.na,), "sys.na", dtype))
     eq_active = jnp.asarray(np.asarray(sys.eq_active0, bool).reshape(sys.neq))
     mb = kinematics.mocap_bodies(sys)
     mocap = _Mocap(sys.body_pos[mb], sys.body_quat[mb])
     pos = _position(sys, q, mocap)
-    acc = _acceleration(sys, q, qd, act, pos, jnp.zeros(sys.nv, dtype), eq_active)
+    acc = _acceleration(sys, q, qd, ctrl, a, pos, jnp.zeros(sys.nv, dtype), eq_active)
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, acc.cvel)
     no_data = jnp.zeros(sys.nsensordata, dtype)
-    state = _make_state(sys, q, qd, mocap, jnp.zeros((), dtype), pos, acc, xd, no_data, eq_active)
+    state = _make_state(sys, q, qd, mocap, a, jnp.zeros((), dtype), pos, acc, xd, acc.act.velocity, no_data,
+                        eq_active)
     return state.replace(sensordata=_sensors(sys, state, acc, no_data))
 
 
-def _velocity_derivative(sys: System, act: dynamics.Actuation, ten_J: jax.Array) -> jax.Array:
+def _velocity_derivative(sys: System, act: dynamics.Actuation, moment: jax.Array,
+                         ten_J: jax.Array) -> jax.Array:
     """d(qfrc_passive + qfrc_actuator)/d qd used by the implicit updates: its (nv,) diagonal, or the
-    (nv, nv) matrix under implicitfast when the model has tendons (their dampers couple dofs).
+    (nv, nv) matrix under implicitfast where an actuator's moment spans several dofs (kept on the
+    mass matrix's sparsity, as MuJoCo's) or the model has tendons (their dampers couple dofs).
 
     Euler's implicit damping is MuJoCo's: dof damping only (mj_EulerSkip leaves tendon dampers
     explicit); implicitfast adds actuator velocity gains and tendon dampers (mjd_smooth_vel).
@@ -266,13 +282,24 @@ def _velocity_derivative(sys: System, act: dynamics.Actuation, ten_J: jax.Array)
     dflags = sys.opt.disableflags
     qdv = jnp.zeros(sys.nv, sys.dof_damping.dtype)
     if not dflags & mjtDisableBit.mjDSBL_DAMPER:
-        qdv = qdv - sys.dof_damping
+        qdv = qdv - dynamics.dof_damping(sys)
     implicitfast = sys.opt.integrator == mjtIntegrator.mjINT_IMPLICITFAST
+    full: jax.Array | None = None
     if implicitfast and sys.nu and not dflags & mjtDisableBit.mjDSBL_ACTUATION:
-        gear = sys.actuator_gear[:, 0]
-        qdv = qdv.at[structure(sys).act_dof].add(gear * gear * act.dforce_dvel)
+        if transmission.joint_only(sys):
+            gear = sys.actuator_gear[:, 0]
+            qdv = qdv.at[structure(sys).act_dof].add(gear * gear * act.dforce_dvel)
+        else:
+            # Σ_i dforce_i · moment_iᵀ moment_i
+            d = jnp.einsum("ui,u,uj->ij", moment, act.dforce_dvel, moment,
+                           precision=jax.lax.Precision.HIGHEST)
+            anc = structure(sys).dof_anc
+            full = jnp.where(jnp.asarray(anc | anc.T), d, 0.0)
     if implicitfast and sys.ntendon and not dflags & mjtDisableBit.mjDSBL_DAMPER:
-        return jnp.diag(qdv) + tendon.damping_derivative(sys, ten_J)
+        ten = tendon.damping_derivative(sys, ten_J)
+        full = ten if full is None else full + ten
+    if full is not None:
+        return full + jnp.diag(qdv)
     return qdv
 
 
@@ -292,7 +319,8 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     q0, v0 = state.q, state.qd
     _checked("step", "state.q", q0, (sys.nq,), "sys.nq", q0.dtype)
     _checked("step", "state.qd", v0, (sys.nv,), "sys.nv", v0.dtype)
-    act = _checked("step", "act", act, (sys.nu,), "sys.nu", v0.dtype)
+    ctrl = _checked("step", "act", act, (sys.nu,), "sys.nu", v0.dtype)
+    act0 = _checked("step", "state.act", state.act, (sys.na,), "sys.na", v0.dtype)
     mocap = _Mocap(state.mocap_pos, state.mocap_quat)
     # the user may have moved the mocap bodies since the state's position stage was computed
     pos0 = _position(sys, q0, mocap) if sys.nmocap else _state_position(state)
@@ -300,41 +328,51 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     if eq_active.shape != (sys.neq,):
         raise ValueError(f"brax_physics.step: state.eq_active has shape {eq_active.shape}, expected "
                          f"({sys.neq},) (sys.neq)")
-    acc = _acceleration(sys, q0, v0, act, pos0, state.qacc_warmstart, eq_active)
+    acc = _acceleration(sys, q0, v0, ctrl, act0, pos0, state.qacc_warmstart, eq_active)
     a0 = acc.qacc
     sensordata = state.sensordata
     if sys.nsensor:
-        fwd = _make_state(sys, q0, v0, mocap, state.time, pos0, acc, state.xd, sensordata, eq_active)
+        fwd = _make_state(sys, q0, v0, mocap, act0, state.time, pos0, acc, state.xd, acc.act.velocity,
+                          sensordata, eq_active)
         sensordata = _sensors(sys, fwd, acc, sensordata)
+    # activations advance only while actuation is enabled (MuJoCo's mj_advance)
+    has_act = sys.na > 0 and not sys.opt.disableflags & mjtDisableBit.mjDSBL_ACTUATION
 
     with jax.named_scope("integrate"):
         if sys.opt.integrator == mjtIntegrator.mjINT_RK4:
-            def deriv(q: jax.Array, v: jax.Array, warm: jax.Array) -> jax.Array:
-                return _acceleration(sys, q, v, act, _position(sys, q, mocap), warm, eq_active).qacc
+            def deriv(q: jax.Array, v: jax.Array, a: jax.Array, warm: jax.Array) -> tuple[jax.Array, ...]:
+                stage = _acceleration(sys, q, v, ctrl, a, _position(sys, q, mocap), warm, eq_active)
+                return stage.qacc, stage.act.act_dot
 
+            # stage activations are not clamped; the final update is mj_nextActivation's
+            d0 = acc.act.act_dot
             q2, v2 = integrator.integrate_pos(sys, q0, v0, 0.5 * h), v0 + 0.5 * h * a0
-            a2 = deriv(q2, v2, a0)
+            a2, d2 = deriv(q2, v2, act0 + 0.5 * h * d0, a0)
             q3, v3 = integrator.integrate_pos(sys, q0, v2, 0.5 * h), v0 + 0.5 * h * a2
-            a3 = deriv(q3, v3, a2)
+            a3, d3 = deriv(q3, v3, act0 + 0.5 * h * d2, a2)
             q4, v4 = integrator.integrate_pos(sys, q0, v3, h), v0 + h * a3
-            a4 = deriv(q4, v4, a3)
+            a4, d4 = deriv(q4, v4, act0 + h * d3, a3)
             qd = v0 + h * integrator.rk4_combine([a0, a2, a3, a4])
             q = integrator.integrate_pos(sys, q0, integrator.rk4_combine([v0, v2, v3, v4]), h)
+            act_dot = integrator.rk4_combine([d0, d2, d3, d4])
         else:
             euler = sys.opt.integrator == mjtIntegrator.mjINT_EULER
             if euler and sys.opt.disableflags & mjtDisableBit.mjDSBL_EULERDAMP:
                 qd = v0 + h * a0
             else:
-                qdv = _velocity_derivative(sys, acc.act, pos0.ten_J)
+                qdv = _velocity_derivative(sys, acc.act, pos0.actuator_moment, pos0.ten_J)
                 qd = integrator.implicit_velocity(state.mass_matrix, v0, a0, qdv, h)
             q = integrator.integrate_pos(sys, q0, qd, h)
+            act_dot = acc.act.act_dot
+        new_act = dynamics.next_activation(sys, act0, act_dot) if has_act else act0
 
     # The new state's position stage and body velocities, for its q and qd.
     pos = _position(sys, q, mocap)
     with jax.named_scope("fwd_velocity"), jax.named_scope("com_vel"):
         cvel, _ = com.com_vel(sys, pos.cdof, qd)
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, cvel)
-    return _make_state(sys, q, qd, mocap, state.time + h, pos, acc, xd, sensordata, eq_active)
+    vel = transmission.velocity(sys, pos.actuator_moment, qd)
+    return _make_state(sys, q, qd, mocap, new_act, state.time + h, pos, acc, xd, vel, sensordata, eq_active)
 
 
 def forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,

@@ -131,11 +131,6 @@ def _mtv(mat: jax.Array, v: jax.Array) -> jax.Array:
     return jnp.sum(mat * v[:, :, None], axis=1)
 
 
-def _col(x: np.ndarray) -> jax.Array:
-    """A static (n,) mask as an (n, 1) array, to select rows of (n, k) values."""
-    return jnp.asarray(x)[:, None]
-
-
 def _object_bodies(sys: System, objtype: np.ndarray, objid: np.ndarray) -> np.ndarray:
     """(n,) body of each object (MuJoCo's mjOBJ_XBODY, BODY, GEOM or SITE)."""
     body = np.zeros(objid.shape, np.int32)
@@ -156,7 +151,9 @@ def _by_objtype(objtype: np.ndarray, parts: dict[int, jax.Array], n: int) -> jax
 
 def site_frames(sys: System, fwd: State, sites: np.ndarray) -> tuple[jax.Array, jax.Array]:
     """(n, 3) positions and (n, 3, 3) orientations of `sites` in the world (MuJoCo site_xpos, site_xmat)."""
-    return kinematics.site_frames(sys, fwd.x.pos, fwd.x.rot, fwd.xipos, fwd.ximat, sites)
+    fr = kinematics.Frames(fwd.x.pos, fwd.x.rot, fwd.xanchor, fwd.xaxis, fwd.xipos, fwd.ximat, fwd.geom_xpos,
+                           fwd.geom_xmat)
+    return kinematics.site_frames(sys, fr, sites)
 
 
 def object_frames(sys: System, fwd: State, objtype: np.ndarray,
@@ -323,7 +320,6 @@ def _tendon_limit_rows(sys: System, fwd: State,
 def position(sys: System, fwd: State) -> Values:
     """Values of the position-stage sensors (MuJoCo mj_sensorPos)."""
     out: Values = {}
-    st = structure(sys)
     for t, ids in layout(sys).by_type.items():
         if STAGE[t] != mjtStage.mjSTAGE_POS:
             continue
@@ -334,9 +330,7 @@ def position(sys: System, fwd: State) -> Values:
         elif t == _S.mjSENS_JOINTPOS:
             out[t] = fwd.q[_qpos(sys, ids, 1)]
         elif t == _S.mjSENS_ACTUATORPOS:
-            # joint transmission (the only one supported): actuator_length = gear * joint position
-            a = _actuators(sys, ids)
-            out[t] = (sys.actuator_gear[a, 0] * fwd.q[st.act_qpos[a]])[:, None]
+            out[t] = fwd.actuator_length[_actuators(sys, ids)][:, None]
         elif t == _S.mjSENS_BALLQUAT:
             out[t] = normalize(fwd.q[_qpos(sys, ids, 4)])
         elif t in _FRAME_POS:
@@ -398,7 +392,6 @@ def _subtree_momenta(sys: System, fwd: State, cvel: jax.Array, roots: np.ndarray
 def velocity(sys: System, fwd: State, cvel: jax.Array) -> Values:
     """Values of the velocity-stage sensors (MuJoCo mj_sensorVel), given the com velocities `cvel`."""
     out: Values = {}
-    st = structure(sys)
     for t, ids in layout(sys).by_type.items():
         if STAGE[t] != mjtStage.mjSTAGE_VEL:
             continue
@@ -409,8 +402,7 @@ def velocity(sys: System, fwd: State, cvel: jax.Array) -> Values:
         elif t == _S.mjSENS_JOINTVEL:
             out[t] = fwd.qd[_dofs(sys, ids, 1)]
         elif t == _S.mjSENS_ACTUATORVEL:
-            a = _actuators(sys, ids)
-            out[t] = (sys.actuator_gear[a, 0] * fwd.qd[st.act_dof[a]])[:, None]
+            out[t] = fwd.actuator_velocity[_actuators(sys, ids)][:, None]
         elif t == _S.mjSENS_BALLANGVEL:
             out[t] = fwd.qd[_dofs(sys, ids, 3)]
         elif t == _S.mjSENS_JOINTLIMITVEL:

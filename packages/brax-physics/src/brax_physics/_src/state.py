@@ -16,12 +16,13 @@ from brax_physics._src.collision.contact import Contact
 class State:
     """Dynamic state of a `System` (all leaves).
 
-    Position-stage fields (`x`, `xanchor` ... `mass_matrix_factor`, `ten_length`, `ten_J`) and `xd`
-    always describe the current `q`/`qd`. Force and acceleration fields (`qfrc_*`, `actuator_force`,
-    `qacc*`, `ctrl`), `ten_velocity` and `sensordata` describe the transition that produced this
-    state: after `step` they were evaluated at the previous `q`/`qd` (and time) with the control
-    passed to `step` (as MuJoCo's `mjData` after `mj_step`); after `init` they are evaluated at the
-    initial `q`/`qd` with zero control.
+    Position-stage fields (`x`, `xanchor` ... `mass_matrix_factor`, `ten_length`, `ten_J`,
+    `actuator_length`, `actuator_moment`), `xd` and `actuator_velocity` always describe the current
+    `q`/`qd`, and `act` is the current activation. Force and acceleration fields (`qfrc_*`,
+    `actuator_force`, `act_dot`, `qacc*`, `ctrl`), `ten_velocity` and `sensordata` describe the
+    transition that produced this state: after `step` they were evaluated at the previous `q`/`qd`
+    (and time) with the control passed to `step` (as MuJoCo's `mjData` after `mj_step`); after
+    `init` they are evaluated at the initial `q`/`qd` with zero control.
     Frames are MuJoCo's: arrays indexed by body include the world body 0.
     """
 
@@ -42,6 +43,16 @@ class State:
     """() simulation time."""
     ctrl: jax.Array
     """(nu,) control of the last transition, after ctrlrange clamping."""
+    act: jax.Array
+    """(na,) actuator activations (MuJoCo act): integrated by `step` from `act_dot`, clamped to actrange."""
+    act_dot: jax.Array
+    """(na,) activation derivative of the last transition (MuJoCo act_dot)."""
+    actuator_length: jax.Array
+    """(nu,) transmission lengths at `q` (MuJoCo actuator_length)."""
+    actuator_moment: jax.Array
+    """(nu, nv) transmission moment arms at `q`, dense (MuJoCo actuator_moment; qfrc = momentᵀ force)."""
+    actuator_velocity: jax.Array
+    """(nu,) transmission velocities at `q`, `qd`: actuator_moment · qd (MuJoCo actuator_velocity)."""
     xanchor: jax.Array
     """(njnt, 3) joint anchors in the world."""
     xaxis: jax.Array

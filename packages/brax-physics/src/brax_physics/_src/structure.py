@@ -58,9 +58,9 @@ class Structure:
     scalar_jnt: np.ndarray
     """Joint ids of hinge and slide joints (same order as `scalar_qpos`)."""
     act_dof: np.ndarray
-    """(nu,) dof driven by each actuator."""
+    """(nu,) dof driven by each joint-transmission actuator (others: arbitrary)."""
     act_qpos: np.ndarray
-    """(nu,) qpos coordinate of each actuator's joint."""
+    """(nu,) qpos coordinate of each joint-transmission actuator's joint (others: arbitrary)."""
 
 
 def structure(sys: System) -> Structure:
@@ -149,7 +149,11 @@ def _structure(
                  if body_jntnum[b] > k and jnt_type[body_jntadr[b] + k] != mjtJoint.mjJNT_FREE]
         slots.append((np.asarray([p[0] for p in pairs], dtype=np.int32),
                       np.asarray([p[1] for p in pairs], dtype=np.int32)))
+    # meaningful for joint transmissions only (the fast path); other targets index sites or tendons
     act_jnt = np.asarray([t[0] for t in actuator_trnid], dtype=np.int32)
+    act_jnt = np.clip(act_jnt, 0, max(len(jnt_type) - 1, 0))
+    act_dof = dofadr[act_jnt] if len(jnt_type) else np.zeros(len(actuator_trnid), np.int32)
+    act_qpos = qposadr[act_jnt] if len(jnt_type) else np.zeros(len(actuator_trnid), np.int32)
 
     return Structure(
         levels=levels,
@@ -170,6 +174,6 @@ def _structure(
         scalar_qpos=qposadr[scalar],
         scalar_dof=dofadr[scalar],
         scalar_jnt=scalar,
-        act_dof=dofadr[act_jnt],
-        act_qpos=qposadr[act_jnt],
+        act_dof=act_dof,
+        act_qpos=act_qpos,
     )

@@ -185,9 +185,27 @@ class System:
     actuator_gear: jax.Array
     """(nu, 6) transmission gear; only gear[:, 0] matters for joint transmission."""
     actuator_gainprm: jax.Array
-    """(nu, 10) gain parameters (gaintype fixed: gain = gainprm[0])."""
+    """(nu, 10) gain parameters (fixed: gainprm[0]; affine: g0 + g1*length + g2*velocity; muscle: MuJoCo's
+    (range0, range1, force, scale, lmin, lmax, vmax, fpmax, fvmax))."""
     actuator_biasprm: jax.Array
-    """(nu, 10) bias parameters (biastype affine: b0 + b1*length + b2*velocity)."""
+    """(nu, 10) bias parameters (affine: b0 + b1*length + b2*velocity; muscle: as `actuator_gainprm`)."""
+    actuator_dynprm: jax.Array
+    """(nu, 10) activation dynamics parameters (filter: tau; muscle: tau_act, tau_deact, tausmooth)."""
+    actuator_actrange: jax.Array
+    """(nu, 2) activation range, applied after integration where `actuator_actlimited`."""
+    actuator_lengthrange: jax.Array
+    """(nu, 2) transmission length range (muscles normalize their length by it; MuJoCo's compiler sets it)."""
+    actuator_acc0: jax.Array
+    """(nu,) acceleration from unit force at qpos0 (muscles with force < 0 use scale / acc0)."""
+    actuator_cranklength: jax.Array
+    """(nu,) connecting-rod length of slider-crank transmissions."""
+    actuator_damping: jax.Array
+    """(nu,) damping added to the actuated joint's dofs as damping * gear[0]² (joint transmissions
+    whose joint `jnt_actuatorid` names it)."""
+    actuator_armature: jax.Array
+    """(nu,) armature added to the actuated joint's mass-matrix diagonal as armature * gear[0]²."""
+    jnt_actfrcrange: jax.Array
+    """(njnt, 2) range of the total actuator force on each joint, applied where `jnt_actfrclimited`."""
     actuator_ctrlrange: jax.Array
     """(nu, 2) control range, applied where `actuator_ctrllimited`."""
     actuator_forcerange: jax.Array
@@ -245,6 +263,8 @@ class System:
     """Number of degrees of freedom."""
     nu: int = dataclasses.field(metadata=_STATIC)
     """Number of actuators."""
+    na: int = dataclasses.field(metadata=_STATIC)
+    """Number of activation states (`State.act`, MuJoCo's d.act)."""
     nbody: int = dataclasses.field(metadata=_STATIC)
     """Number of bodies, including the world body 0."""
     njnt: int = dataclasses.field(metadata=_STATIC)
@@ -334,15 +354,28 @@ class System:
     """Whether rays (MuJoCo mj_ray, rangefinders) can hit the geom: the alpha of its rgba, or of its
     material's rgba if it has a material, was nonzero at load (MuJoCo's rays skip invisible geoms)."""
     actuator_trntype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
-    """`mujoco.mjtTrn` code (only joint is supported)."""
+    """`mujoco.mjtTrn` code: joint, jointinparent, slidercrank, tendon or site."""
     actuator_trnid: tuple[tuple[int, int], ...] = dataclasses.field(metadata=_STATIC)
-    """Transmission target ids; [i][0] is the joint."""
+    """Transmission targets: (joint, -1), (tendon, -1), (site, refsite or -1), (crank site, slider site)."""
     actuator_dyntype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
-    """`mujoco.mjtDyn` code (only none is supported)."""
+    """`mujoco.mjtDyn` code: none, integrator, filter, filterexact or muscle."""
     actuator_gaintype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
-    """`mujoco.mjtGain` code (only fixed is supported)."""
+    """`mujoco.mjtGain` code: fixed, affine or muscle."""
     actuator_biastype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
-    """`mujoco.mjtBias` code: none or affine."""
+    """`mujoco.mjtBias` code: none, affine or muscle."""
+    actuator_actadr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Address of each actuator's activation in `State.act` (-1: stateless)."""
+    actuator_actnum: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Number of activations of each actuator (0 or 1)."""
+    actuator_actlimited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether the activation is clamped to `actuator_actrange` after integration."""
+    actuator_actearly: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether the force uses the next step's activation (act integrated by act_dot) instead of act."""
+    jnt_actuatorid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """MuJoCo's actuator whose damping/armature the joint inherits (-1 none, -2 several: every
+    joint-transmission actuator of the joint); set by its compiler from nonzero values at load."""
+    jnt_actfrclimited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether the joint's total actuator force is clamped to `jnt_actfrcrange`."""
     actuator_ctrllimited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether ctrl is clamped to `actuator_ctrlrange`."""
     actuator_forcelimited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
