@@ -86,9 +86,11 @@ def _state_position(state: State) -> _Position:
 def solver_config(sys: System) -> solver.Config:
     """Static solver settings of `sys`."""
     o = sys.opt
+    lay = constraint.layout(sys)
     return solver.Config(
-        is_floss=tuple(bool(b) for b in constraint.layout(sys).is_floss), iterations=o.iterations,
+        is_floss=tuple(bool(b) for b in lay.is_floss), iterations=o.iterations,
         tolerance=o.tolerance, warmstart=not o.disableflags & mjtDisableBit.mjDSBL_WARMSTART,
+        cones=lay.cones, ls_iterations=o.ls_iterations, ls_tolerance=o.ls_tolerance,
     )
 
 
@@ -124,7 +126,7 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
             rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact)
             aref = constraint.reference_acceleration(rows, qd)
         prob = solver.Problem(M=pos.mass_matrix, qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth, J=rows.J,
-                              D=rows.D, R=rows.R, aref=aref, floss=rows.floss)
+                              D=rows.D, R=rows.R, aref=aref, floss=rows.floss, mu=rows.mu)
         cfg = solver_config(sys)
         with jax.named_scope("solve"):
             qacc = solver.solve(cfg, prob, qacc_warmstart)
