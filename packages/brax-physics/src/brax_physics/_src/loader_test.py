@@ -24,8 +24,6 @@ from brax_physics._src import models_testutil as tm
         (tm.WITH_FILTER_ACTUATOR, r"actuator 'a_filter': dyntype=filter is not supported"),
         (tm.WITH_SITE_ACTUATOR, r"actuator 'a_site': trntype=site is not supported"),
         (tm.WITH_BALL_LIMIT, r"joint 'b': limited=true on a ball joint"),
-        (tm.CONTACT_SCENE.replace('timestep="0.004"', 'timestep="0.004" cone="elliptic"'),
-         r"cone=elliptic is not supported"),
         (tm.CONTACT_SCENE.replace('timestep="0.004"', 'timestep="0.004" noslip_iterations="2"'),
          r"noslip_iterations"),
         (tm.FREE_BODY.replace('gravity="0 0 0"', 'integrator="implicitfast"'),

@@ -179,7 +179,7 @@ def _cone_blocks(p: Problem, idx: np.ndarray, jar: jax.Array) -> jax.Array:
     ut = k.U[:, 1:]
     first = jnp.concatenate([jnp.ones_like(T)[:, None], -(k.mu / T)[:, None] * ut], axis=1)  # (n, dim)
     dim = idx.shape[1]
-    tang = ((k.mu * k.mu - k.mu * k.N / T)[:, None, None] * jnp.eye(dim - 1, dtype=T.dtype)
+    tang = ((k.mu * k.mu - k.mu * k.N / T)[:, None, None] * jnp.eye(dim - 1, dtype=T.dtype)[None]
             + (k.mu * k.N / T**3)[:, None, None] * ut[:, :, None] * ut[:, None, :])
     h = jnp.zeros((idx.shape[0], dim, dim), T.dtype).at[:, 0, :].set(first).at[:, :, 0].set(first)
     h = h.at[:, 1:, 1:].set(tang)
