@@ -288,28 +288,33 @@ def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array
         jc = contact_jacobian(sys, lay, cdof, subtree_com, contact)  # (ncon, maxdim, nv)
         c, k = lay.row_con, lay.row_k
         mu = contact.friction[c, jnp.asarray(np.maximum(k - 1, 0))]  # (ncrow,)
-        rs.append((contact.dist - contact.includemargin)[c])
-        solimps.append(contact.solimp[c])
-        inv = sys.body_invweight0[:, 0]
-        tran = inv[lay.con_body1] + inv[lay.con_body2]  # (ncon,)
-        mu1 = contact.friction[:, 0]
         if lay.elliptic:
             # mj_instantiateContact / mj_makeImpedance: every row takes the normal's impedance;
             # friction rows use solreffriction when set (a mixed-sign one reads as unset), k = 0 and
             # R_k = R_normal·μ₁²/(μ_k²·impratio) (MuJoCo scales R_1 by 1/impratio, the rest to R_1 μ₁²/μ_k²).
             fric = k > 0
             Js.append(jc[c, k])
+            rs.append((contact.dist - contact.includemargin)[c])
             sf = contact.solreffriction[c]
             use_sf = ((sf[:, 0] > 0) == (sf[:, 1] > 0)) & jnp.any(sf != 0, axis=1)
             sel = jnp.asarray(fric)[:, None] & use_sf[:, None]
             solrefs.append(jnp.where(sel, sf, contact.solref[c]))
+            solimps.append(contact.solimp[c])
+            inv = sys.body_invweight0[:, 0]
+            tran = inv[lay.con_body1] + inv[lay.con_body2]  # (ncon,)
+            mu1 = contact.friction[:, 0]
             ratio = mu1[c] ** 2 / (jnp.maximum(mu**2, MINVAL) * sys.opt.impratio)
             As.append(tran[c] * jnp.where(jnp.asarray(fric), ratio, 1.0))
             kzero = fric
         else:
             sign = jnp.asarray(lay.row_sign, dtype)
             Js.append(jc[c, 0] + (sign * mu)[:, None] * jc[c, k])
+            rs.append((contact.dist - contact.includemargin)[c])
             solrefs.append(contact.solref[c])
+            solimps.append(contact.solimp[c])
+            inv = sys.body_invweight0[:, 0]
+            tran = inv[lay.con_body1] + inv[lay.con_body2]  # (ncon,)
+            mu1 = contact.friction[:, 0]
             pyr = tran * (1 + mu1**2) * 2 * mu1**2 / sys.opt.impratio
             a_con = jnp.where(jnp.asarray(lay.con_dim == 1), tran, pyr)
             As.append(a_con[c])

@@ -387,19 +387,19 @@ def _running(cfg: Config, s: _Iterate) -> jax.Array:
 
 def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     """One Newton iteration: direction from the Hessian, exact line search, stopping tests."""
-    scale_tol = _scale_tol(p)
     hess = _hessian(p, s.ev.quad)
     if cfg.cones:
         hess = hess + _cone_hessian(cfg, p, s.jar)
     d = -linalg.spd_solve(hess, s.ev.grad)
     md, jd = _mv(p.M, d), _mv(p.J, d)
     if cfg.cones:
-        alpha = _line_search_cone(cfg, p, s.ma, s.jar, d, md, jd, scale_tol)
+        alpha = _line_search_cone(cfg, p, s.ma, s.jar, d, md, jd, _scale_tol(p))
     else:
         alpha = _line_search_exact(cfg, p, s.ma, s.jar, d, md, jd)
     x, ma, jar = s.x + alpha * d, s.ma + alpha * md, s.jar + alpha * jd
     new = _evaluate(cfg, p, x, ma, jar)
     drop = s.ev.cost - new.cost
+    scale_tol = _scale_tol(p)
     small = (drop < cfg.tolerance * scale_tol) | (drop <= _REL_COST * jnp.abs(new.cost))
     return _Iterate(s.it + 1, small | _grad_small(cfg, new, scale_tol), x, ma, jar, new)
 
