@@ -1,9 +1,10 @@
 """Constraint rows (MuJoCo mj_makeConstraint + mj_makeImpedance + mj_referenceConstraint).
 
-Rows come in MuJoCo's order: dof friction loss, joint limits (hinge/slide), contacts. Their number
-is static: every dof with friction loss at load time has a row, every limited scalar joint one row
-(for its nearer limit), every contact slot 1 (condim 1), 2(condim-1) (pyramidal cone: one per edge)
-or condim (elliptic cone: normal, then the friction directions) rows.
+Rows come in MuJoCo's order: dof friction loss, joint limits (hinge, slide and ball, by joint id),
+contacts. Their number is static: every dof with friction loss at load time has a row, every limited
+joint one row (hinge/slide: for its nearer limit; ball: for its rotation angle), every contact slot
+1 (condim 1), 2(condim-1) (pyramidal cone: one per edge) or condim (elliptic cone: normal, then the
+friction directions) rows.
 Rows that MuJoCo would not instantiate (limit or contact farther than its margin) are kept with
 `active == False`: their D and reference acceleration are zero, so they carry no force and add
 nothing to the solver's cost, gradient or Hessian. Nothing here branches on data.
@@ -18,7 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import point_velocity
+from brax_math import normalize, point_velocity, quat_log, safe_norm
 from mujoco import mjtCone, mjtDisableBit, mjtJoint
 
 from brax_physics._src.collision.contact import Contact
@@ -41,11 +42,13 @@ class Layout:
     floss_dofs: np.ndarray
     """(nfloss,) dofs with a friction-loss row."""
     limit_jnts: np.ndarray
-    """(nlimit,) limited hinge/slide joints."""
+    """(nlimit,) limited hinge, slide and ball joints, by id."""
     limit_dofs: np.ndarray
-    """(nlimit,) their dofs."""
+    """(nlimit,) their (first) dofs."""
     limit_qpos: np.ndarray
-    """(nlimit,) their qpos addresses."""
+    """(nlimit,) their (first) qpos addresses."""
+    limit_ball: np.ndarray
+    """(nlimit,) bool: ball joints."""
     con_body1: np.ndarray
     """(ncon,) body of geom1 of every contact slot."""
     con_body2: np.ndarray
@@ -127,9 +130,9 @@ def _layout(
     floss = [] if off or disableflags & mjtDisableBit.mjDSBL_FRICTIONLOSS else [
         i for i, f in enumerate(dof_hasfrictionloss) if f
     ]
-    scalar = (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE)
+    limitable = (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE, mjtJoint.mjJNT_BALL)
     lim = [] if off or disableflags & mjtDisableBit.mjDSBL_LIMIT else [
-        j for j, (lt, t) in enumerate(zip(jnt_limited, jnt_type, strict=True)) if lt and t in scalar
+        j for j, (lt, t) in enumerate(zip(jnt_limited, jnt_type, strict=True)) if lt and t in limitable
     ]
     body = np.asarray(geom_bodyid, np.int32).reshape(-1)
     g1, g2, dim = [], [], []
@@ -156,6 +159,7 @@ def _layout(
         limit_jnts=np.asarray(lim, np.int32),
         limit_dofs=np.asarray([jnt_dofadr[j] for j in lim], np.int32),
         limit_qpos=np.asarray([jnt_qposadr[j] for j in lim], np.int32),
+        limit_ball=np.asarray([jnt_type[j] == mjtJoint.mjJNT_BALL for j in lim], bool),
         con_body1=body[geom1] if geom1.size else np.zeros(0, np.int32),
         con_body2=body[geom2] if geom2.size else np.zeros(0, np.int32),
         con_dim=con_dim,
@@ -226,6 +230,40 @@ def _stiffness_damping(sys: System, solref: jax.Array, solimp: jax.Array) -> tup
     return k, b
 
 
+def joint_limits(sys: System, q: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(nlimit,) distance to the limit (negative: past it) and (nlimit, nv) Jacobian of the joint-limit
+    rows at positions `q`, in row order (MuJoCo mj_instantiateLimit).
+
+    Hinge/slide: the nearer of q - range[0] (J = +1) and range[1] - q (J = -1). Ball: max(range) minus
+    the rotation angle of the joint's quaternion, J = -(rotation axis) on its 3 dofs.
+    """
+    lay = layout(sys)
+    dtype, nv = q.dtype, sys.nv
+    eye = np.eye(nv, dtype=np.float32)
+    dists, Js, order = [], [], []
+    scalar = np.flatnonzero(~lay.limit_ball)
+    if scalar.size:
+        qj = q[lay.limit_qpos[scalar]]
+        rng = sys.jnt_range[lay.limit_jnts[scalar]]
+        lo, hi = qj - rng[:, 0], rng[:, 1] - qj
+        at_lo = lo < hi
+        dists.append(jnp.where(at_lo, lo, hi))
+        sign = jnp.where(at_lo, 1.0, -1.0).astype(dtype)
+        Js.append(jnp.asarray(eye[lay.limit_dofs[scalar]], dtype) * sign[:, None])
+        order.append(scalar)
+    ball = np.flatnonzero(lay.limit_ball)
+    if ball.size:
+        rotvec = quat_log(normalize(q[lay.limit_qpos[ball][:, None] + np.arange(4)]))
+        dists.append(jnp.max(sys.jnt_range[lay.limit_jnts[ball]], axis=-1) - safe_norm(rotvec))
+        dofs = jnp.asarray(eye[lay.limit_dofs[ball][:, None] + np.arange(3)], dtype)  # (nball, 3, nv)
+        Js.append(jnp.einsum("bk,bkv->bv", -normalize(rotvec), dofs, precision=_HI))
+        order.append(ball)
+    if len(order) == 1:
+        return dists[0], Js[0]
+    perm = np.argsort(np.concatenate(order), kind="stable")
+    return jnp.concatenate(dists)[perm], jnp.concatenate(Js)[perm]
+
+
 def contact_jacobian(sys: System, lay: Layout, cdof: jax.Array, subtree_com: jax.Array,
                      contact: Contact) -> jax.Array:
     """(ncon, maxdim, nv) contact-frame Jacobian rows [n, t1, t2, spin, roll1, roll2][:maxdim]."""
@@ -267,14 +305,8 @@ def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array
 
     if lay.nlimit:
         j = lay.limit_jnts
-        qj = q[lay.limit_qpos]
-        rng = sys.jnt_range[j]
-        lo, hi = qj - rng[:, 0], rng[:, 1] - qj
-        at_lo = lo < hi
-        dist = jnp.where(at_lo, lo, hi)
-        sign = jnp.where(at_lo, 1.0, -1.0).astype(dtype)
-        eye = jnp.asarray(np.eye(nv, dtype=np.float32)[lay.limit_dofs], dtype)
-        Js.append(eye * sign[:, None])
+        dist, jac = joint_limits(sys, q)
+        Js.append(jac)
         margin = sys.jnt_margin[j]
         rs.append(dist - margin)
         solrefs.append(sys.jnt_solref[j])

@@ -345,6 +345,34 @@ RECIPES.update({
 })
 
 
+# ---- gravity compensation ----
+# An arm (hinge shoulder, ball wrist) and a floating box, all with gravcomp and springs (the ball and
+# free joints' quaternion springs too); the wrist's gravcomp above 1 lifts it.
+SWEEPS["gravcomp"] = Sweep("""
+<mujoco model="gravcomp">
+  <option timestep="0.004"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="upper" pos="0 0 1" gravcomp="0.6">
+      <joint name="shoulder" type="hinge" axis="0 1 0" stiffness="0.5" springref="20"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body name="lower" pos="0.3 0 0" gravcomp="1.5">
+        <joint name="wrist" type="ball" stiffness="0.8" damping="0.02"/>
+        <geom type="capsule" fromto="0 0 0 0 0.1 -0.25" size="0.025"/>
+      </body>
+    </body>
+    <body name="floater" pos="1 0 1" euler="10 20 30" gravcomp="0.5">
+      <joint name="float" type="free" stiffness="3" damping="0.1"/>
+      <geom type="box" size="0.1 0.07 0.05"/>
+    </body>
+  </worldbody>
+  <sensor><subtreecom body="upper"/></sensor>
+</mujoco>
+""", {"shoulder": (1.0,), "wrist": (0.5, -1.0, 0.3), "float": (0.2, 0.0, 0.1, 1.0, 0.0, -0.5)}, (), {})
+RECIPES.update({
+    "body_gravcomp": Recipe("body:lower", None, _set(0.3), "the lifted wrist now sags", sweep="gravcomp"),
+})
+
+
 def _leaf_fields(cls: type = System, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
     """(path, field) of every non-static field, recursing into nested dataclasses ('opt.gravity')."""
     hints = typing.get_type_hints(cls)
@@ -477,6 +505,7 @@ def problems(path: str, r: Measure, visual: bool) -> list[str]:
 @pytest.mark.parametrize("sweep", list(SWEEPS))
 def test_unperturbed_model_matches_mujoco(sweep: str) -> None:
     assert distance(_ours_base(sweep), _mujoco_base(sweep)) <= 1
+    _swept.add(sweep)  # its rollout is compiled now
 
 
 @pytest.mark.parametrize("path", LEAVES)

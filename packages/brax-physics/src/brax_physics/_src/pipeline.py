@@ -57,11 +57,16 @@ class _Acceleration(NamedTuple):
     qfrc_constraint: jax.Array
 
 
-def _position(sys: System, q: jax.Array) -> _Position:
-    """Position stage at `q` (MuJoCo's mj_fwdPosition)."""
+class _Mocap(NamedTuple):
+    pos: jax.Array  # (nmocap, 3)
+    quat: jax.Array  # (nmocap, 4)
+
+
+def _position(sys: System, q: jax.Array, mocap: _Mocap) -> _Position:
+    """Position stage at `q` with the mocap bodies at `mocap` (MuJoCo's mj_fwdPosition)."""
     with jax.named_scope("fwd_position"):
         with jax.named_scope("kinematics"):
-            fr = kinematics.kinematics(sys, q)
+            fr = kinematics.kinematics(sys, q, mocap.pos, mocap.quat)
         with jax.named_scope("com_pos"):
             sub = com.subtree_com(sys, fr.xipos)
             cin = com.cinert(sys, fr, sub)
@@ -104,10 +109,12 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, act: jax.Array, pos:
             bias = dynamics.rne(sys, pos.cinert, pos.cdof, cvel, cdof_dot, qd)
         with jax.named_scope("passive"):
             pas = dynamics.passive(sys, q, qd)
-            # MuJoCo adds fluid forces to qfrc_passive, and skips every passive force when springs
-            # and dampers are both disabled (mj_passive's early return).
+            # MuJoCo adds gravity compensation and fluid forces to qfrc_passive, and skips every
+            # passive force when springs and dampers are both disabled (mj_passive's early return).
             dflags = sys.opt.disableflags
             no_passive = (dflags & mjtDisableBit.mjDSBL_SPRING) and (dflags & mjtDisableBit.mjDSBL_DAMPER)
+            if sys.ngravcomp and not no_passive:
+                pas = pas + dynamics.gravcomp(sys, pos.frames.xipos, pos.subtree_com, pos.cdof)
             if sys.opt.has_fluid and not no_passive:
                 fr = pos.frames
                 pas = pas + fluid.fluid(sys, sys.opt.density, sys.opt.viscosity, sys.opt.wind, fr.xipos,
@@ -143,14 +150,15 @@ def _body_velocity(sys: System, xpos: jax.Array, sub: jax.Array, cvel: jax.Array
         return Motion(ang=cvel[:, :3], vel=point_velocity(cvel, offset))
 
 
-def _make_state(sys: System, q: jax.Array, qd: jax.Array, time: jax.Array, pos: _Position,
+def _make_state(sys: System, q: jax.Array, qd: jax.Array, mocap: _Mocap, time: jax.Array, pos: _Position,
                 acc: _Acceleration, xd: Motion, sensordata: jax.Array) -> State:
     fr = pos.frames
     with jax.named_scope("contact_force"):
         force = constraint.contact_force(sys, pos.contact, acc.efc_force)
     contact = dataclasses.replace(pos.contact, force=force)
     return State(
-        q=q, qd=qd, x=Transform(pos=fr.xpos, rot=fr.xquat), xd=xd, time=time, ctrl=acc.act.ctrl,
+        q=q, qd=qd, mocap_pos=mocap.pos, mocap_quat=mocap.quat, x=Transform(pos=fr.xpos, rot=fr.xquat), xd=xd,
+        time=time, ctrl=acc.act.ctrl,
         xanchor=fr.xanchor, xaxis=fr.xaxis, xipos=fr.xipos, ximat=fr.ximat, geom_xpos=fr.geom_xpos,
         geom_xmat=fr.geom_xmat, subtree_com=pos.subtree_com, cinert=pos.cinert, cdof=pos.cdof,
         mass_matrix=pos.mass_matrix, mass_matrix_factor=pos.mass_matrix_factor,
@@ -197,18 +205,21 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
          act: jax.Array | None = None) -> State:
     """Fully populated `State` at `q` (nq,) (default qpos0) and `qd` (nv,) (default zeros).
 
-    Force and acceleration fields are evaluated with control `act` (nu,) (default zeros).
+    Force and acceleration fields are evaluated with control `act` (nu,) (default zeros). Mocap
+    bodies start at their model pose (body_pos/body_quat), as after MuJoCo's mj_resetData.
     """
     dtype = sys.qpos0.dtype
     q = sys.qpos0 if q is None else _checked("init", "q", q, (sys.nq,), "sys.nq", dtype)
     qd = jnp.zeros(sys.nv, dtype) if qd is None else _checked("init", "qd", qd, (sys.nv,), "sys.nv", dtype)
     act = (jnp.zeros(sys.nu, dtype) if act is None
            else _checked("init", "act", act, (sys.nu,), "sys.nu", dtype))
-    pos = _position(sys, q)
+    mb = kinematics.mocap_bodies(sys)
+    mocap = _Mocap(sys.body_pos[mb], sys.body_quat[mb])
+    pos = _position(sys, q, mocap)
     acc = _acceleration(sys, q, qd, act, pos, jnp.zeros(sys.nv, dtype))
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, acc.cvel)
     no_data = jnp.zeros(sys.nsensordata, dtype)
-    state = _make_state(sys, q, qd, jnp.zeros((), dtype), pos, acc, xd, no_data)
+    state = _make_state(sys, q, qd, mocap, jnp.zeros((), dtype), pos, acc, xd, no_data)
     return state.replace(sensordata=_sensors(sys, state, acc, no_data))
 
 
@@ -234,24 +245,28 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     The returned state's frames, velocities and contact geometry describe its new `q`/`qd`; its
     force and acceleration fields (`efc_force`, `contact.force` included) are those evaluated at
     the previous `q`/`qd` (for RK4: of the first stage).
+    Mocap bodies sit at `state.mocap_pos`/`mocap_quat` throughout the step (set them beforehand with
+    `state.replace`, as MuJoCo's d.mocap_pos before mj_step); the state returned carries them on.
     """
     h = sys.opt.timestep
     q0, v0 = state.q, state.qd
     _checked("step", "state.q", q0, (sys.nq,), "sys.nq", q0.dtype)
     _checked("step", "state.qd", v0, (sys.nv,), "sys.nv", v0.dtype)
     act = _checked("step", "act", act, (sys.nu,), "sys.nu", v0.dtype)
-    pos0 = _state_position(state)
+    mocap = _Mocap(state.mocap_pos, state.mocap_quat)
+    # the user may have moved the mocap bodies since the state's position stage was computed
+    pos0 = _position(sys, q0, mocap) if sys.nmocap else _state_position(state)
     acc = _acceleration(sys, q0, v0, act, pos0, state.qacc_warmstart)
     a0 = acc.qacc
     sensordata = state.sensordata
     if sys.nsensor:
-        fwd = _make_state(sys, q0, v0, state.time, pos0, acc, state.xd, sensordata)
+        fwd = _make_state(sys, q0, v0, mocap, state.time, pos0, acc, state.xd, sensordata)
         sensordata = _sensors(sys, fwd, acc, sensordata)
 
     with jax.named_scope("integrate"):
         if sys.opt.integrator == mjtIntegrator.mjINT_RK4:
             def deriv(q: jax.Array, v: jax.Array, warm: jax.Array) -> jax.Array:
-                return _acceleration(sys, q, v, act, _position(sys, q), warm).qacc
+                return _acceleration(sys, q, v, act, _position(sys, q, mocap), warm).qacc
 
             q2, v2 = integrator.integrate_pos(sys, q0, v0, 0.5 * h), v0 + 0.5 * h * a0
             a2 = deriv(q2, v2, a0)
@@ -271,17 +286,21 @@ def step(sys: System, state: State, act: jax.Array) -> State:
             q = integrator.integrate_pos(sys, q0, qd, h)
 
     # The new state's position stage and body velocities, for its q and qd.
-    pos = _position(sys, q)
+    pos = _position(sys, q, mocap)
     with jax.named_scope("fwd_velocity"), jax.named_scope("com_vel"):
         cvel, _ = com.com_vel(sys, pos.cdof, qd)
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, cvel)
-    return _make_state(sys, q, qd, state.time + h, pos, acc, xd, sensordata)
+    return _make_state(sys, q, qd, mocap, state.time + h, pos, acc, xd, sensordata)
 
 
-def forward_kinematics(sys: System, q: jax.Array) -> Transform:
-    """(nbody,) world frames of all bodies (world body 0 included) at positions `q` (nq,)."""
+def forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
+                       mocap_quat: jax.Array | None = None) -> Transform:
+    """(nbody,) world frames of all bodies (world body 0 included) at positions `q` (nq,).
+
+    Mocap bodies sit at `mocap_pos` (nmocap, 3) and `mocap_quat` (nmocap, 4) (default: the model's).
+    """
     q = _checked("forward_kinematics", "q", q, (sys.nq,), "sys.nq", sys.qpos0.dtype)
     with jax.named_scope("kinematics"):
-        fr = kinematics.kinematics(sys, q)
+        fr = kinematics.kinematics(sys, q, mocap_pos, mocap_quat)
     return Transform(pos=fr.xpos, rot=fr.xquat)
 

@@ -28,6 +28,11 @@ class State:
     """(nq,) generalized positions (MuJoCo qpos)."""
     qd: jax.Array
     """(nv,) generalized velocities (MuJoCo qvel)."""
+    mocap_pos: jax.Array
+    """(nmocap, 3) positions of the mocap bodies in the world (MuJoCo mocap_pos); kinematics reads
+    them in place of `body_pos`, `step` carries them unchanged: set them with `state.replace`."""
+    mocap_quat: jax.Array
+    """(nmocap, 4) orientations of the mocap bodies (MuJoCo mocap_quat, normalized when read)."""
     x: Transform
     """(nbody,) body frames in the world (MuJoCo xpos, xquat)."""
     xd: Motion
@@ -63,7 +68,7 @@ class State:
     qfrc_bias: jax.Array
     """(nv,) Coriolis, centrifugal and gravity forces (c in M qacc + c = f)."""
     qfrc_passive: jax.Array
-    """(nv,) spring and damper forces."""
+    """(nv,) passive forces: springs, dampers, gravity compensation and fluid forces."""
     qfrc_actuator: jax.Array
     """(nv,) actuator forces in joint space."""
     qacc_smooth: jax.Array
