@@ -1,11 +1,12 @@
 """Constraint rows (MuJoCo mj_makeConstraint + mj_makeImpedance + mj_referenceConstraint).
 
 Rows come in MuJoCo's order: equality constraints (`equality`), dof friction loss, tendon friction
-loss, joint limits (hinge, slide and ball, by joint id), tendon limits, contacts (pyramidal cone).
-Their number is static: every equality has its rows (3 for connect, 6 for weld, 1 for joint and
-tendon), every dof and tendon with friction loss at load time a row, every limited joint one row
-(hinge/slide: for its nearer limit; ball: for its rotation angle), every limited tendon one row (for
-its nearer limit), every contact slot 1 (condim 1) or 2(condim-1) rows.
+loss, joint limits (hinge, slide and ball, by joint id), tendon limits, contacts. Their number is
+static: every equality has its rows (3 for connect, 6 for weld, 1 for joint and tendon), every dof
+and tendon with friction loss at load time a row, every limited joint one row (hinge/slide: for its
+nearer limit; ball: for its rotation angle), every limited tendon one row (for its nearer limit),
+every contact slot 1 (condim 1), 2(condim-1) (pyramidal cone: one per edge) or condim (elliptic
+cone: normal, then the friction directions) rows.
 Rows that MuJoCo would not instantiate (an inactive equality, a limit or contact farther than its
 margin) are kept with `active == False`: their D and reference acceleration are zero, so they carry
 no force and add nothing to the solver's cost, gradient or Hessian. Nothing here branches on data.
@@ -21,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from brax_math import normalize, point_velocity, quat_log, safe_norm
-from mujoco import mjtDisableBit, mjtJoint
+from mujoco import mjtCone, mjtDisableBit, mjtJoint
 
 from brax_physics._src import equality
 from brax_physics._src.collision.contact import Contact
@@ -68,9 +69,11 @@ class Layout:
     row_k: np.ndarray
     """(ncrow,) contact-frame direction paired with the normal (1..5; 0 for condim 1)."""
     row_sign: np.ndarray
-    """(ncrow,) float32 +1 / -1 pyramid edge sign (0 for condim 1)."""
+    """(ncrow,) float32 +1 / -1 pyramid edge sign (0 for condim 1 and elliptic rows)."""
     maxdim: int
     """Largest condim (number of contact-frame rows needed)."""
+    elliptic: bool
+    """Elliptic friction cones: row k of a contact is its contact-frame direction k."""
 
     @property
     def neq(self) -> int:
@@ -121,12 +124,21 @@ class Layout:
         out[: self.neq] = True
         return out
 
+    @property
+    def cones(self) -> tuple[tuple[int, ...], ...]:
+        """Rows (normal first) of every elliptic contact with friction (condim > 1)."""
+        if not self.elliptic:
+            return ()
+        first = self.nefc - int(self.row_con.shape[0])  # contacts are the last rows
+        return tuple(tuple(int(i) for i in first + np.flatnonzero(self.row_con == c))
+                     for c in range(self.ncon) if self.con_dim[c] > 1)
+
 
 def layout(sys: System) -> Layout:
     """The (cached) static row layout of `sys`."""
     return _layout(sys.dof_hasfrictionloss, sys.jnt_limited, sys.jnt_type, sys.jnt_dofadr, sys.jnt_qposadr,
                    sys.geom_bodyid, sys.contact_pairs, sys.opt.disableflags, sys.tendon_hasfrictionloss,
-                   sys.tendon_limited, sys.eq_type)
+                   sys.tendon_limited, sys.eq_type, sys.opt.cone == mjtCone.mjCONE_ELLIPTIC)
 
 
 def _cat(xs: list[np.ndarray]) -> np.ndarray:
@@ -146,6 +158,7 @@ def _layout(
     tendon_hasfrictionloss: tuple[bool, ...],
     tendon_limited: tuple[bool, ...],
     eq_type: tuple[int, ...],
+    elliptic: bool,
 ) -> Layout:
     off = bool(disableflags & mjtDisableBit.mjDSBL_CONSTRAINT)
     no_floss = off or disableflags & mjtDisableBit.mjDSBL_FRICTIONLOSS
@@ -169,7 +182,10 @@ def _layout(
     # the collision driver always returns every slot; rows only for slots kept here
     row_con, row_k, row_sign = [], [], []
     for c, d in enumerate(con_dim):
-        edges = [(0, 0.0)] if d == 1 else [(k, s) for k in range(1, int(d)) for s in (1.0, -1.0)]
+        if elliptic:
+            edges = [(k, 0.0) for k in range(int(d))]
+        else:
+            edges = [(0, 0.0)] if d == 1 else [(k, s) for k in range(1, int(d)) for s in (1.0, -1.0)]
         for k, s in edges:
             row_con.append(c)
             row_k.append(k)
@@ -190,6 +206,7 @@ def _layout(
         row_k=np.asarray(row_k, np.int32),
         row_sign=np.asarray(row_sign, np.float32),
         maxdim=int(con_dim.max(initial=1)),
+        elliptic=elliptic,
     )
 
 
@@ -210,6 +227,9 @@ class Rows(NamedTuple):
     """(nefc,) friction-loss bound (zero for other rows)."""
     active: jax.Array
     """(nefc,) bool: row instantiated by MuJoCo."""
+    mu: jax.Array | None = None
+    """(nefc,) elliptic cones only: each row's scale into the circular cone (MuJoCo's contact.mu on
+    normal rows, friction[k-1] on friction rows, 0 elsewhere); None with pyramidal cones."""
 
 
 def impedance(solimp: jax.Array, r: jax.Array) -> jax.Array:
@@ -383,22 +403,43 @@ def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array
         flosses.append(jnp.zeros(t.size, dtype))
         actives.append(dist < margin)
 
+    kzero = np.zeros(0, bool)  # elliptic friction rows: stiffness k = 0 (their r is the normal's)
     if lay.row_con.size:
         jc = contact_jacobian(sys, lay, cdof, subtree_com, contact)  # (ncon, maxdim, nv)
         c, k = lay.row_con, lay.row_k
         mu = contact.friction[c, jnp.asarray(np.maximum(k - 1, 0))]  # (ncrow,)
-        sign = jnp.asarray(lay.row_sign, dtype)
-        Js.append(jc[c, 0] + (sign * mu)[:, None] * jc[c, k])
-        rs.append((contact.dist - contact.includemargin)[c])
-        imp_rs.append(rs[-1])
-        solrefs.append(contact.solref[c])
-        solimps.append(contact.solimp[c])
-        inv = sys.body_invweight0[:, 0]
-        tran = inv[lay.con_body1] + inv[lay.con_body2]  # (ncon,)
-        mu1 = contact.friction[:, 0]
-        pyr = tran * (1 + mu1**2) * 2 * mu1**2 / sys.opt.impratio
-        a_con = jnp.where(jnp.asarray(lay.con_dim == 1), tran, pyr)
-        As.append(a_con[c])
+        if lay.elliptic:
+            # mj_instantiateContact / mj_makeImpedance: every row takes the normal's impedance;
+            # friction rows use solreffriction when set (a mixed-sign one reads as unset), k = 0 and
+            # R_k = R_normal·μ₁²/(μ_k²·impratio) (MuJoCo scales R_1 by 1/impratio, the rest to R_1 μ₁²/μ_k²).
+            fric = k > 0
+            Js.append(jc[c, k])
+            rs.append((contact.dist - contact.includemargin)[c])
+            imp_rs.append(rs[-1])
+            sf = contact.solreffriction[c]
+            use_sf = ((sf[:, 0] > 0) == (sf[:, 1] > 0)) & jnp.any(sf != 0, axis=1)
+            sel = jnp.asarray(fric)[:, None] & use_sf[:, None]
+            solrefs.append(jnp.where(sel, sf, contact.solref[c]))
+            solimps.append(contact.solimp[c])
+            inv = sys.body_invweight0[:, 0]
+            tran = inv[lay.con_body1] + inv[lay.con_body2]  # (ncon,)
+            mu1 = contact.friction[:, 0]
+            ratio = mu1[c] ** 2 / (jnp.maximum(mu**2, MINVAL) * sys.opt.impratio)
+            As.append(tran[c] * jnp.where(jnp.asarray(fric), ratio, 1.0))
+            kzero = fric
+        else:
+            sign = jnp.asarray(lay.row_sign, dtype)
+            Js.append(jc[c, 0] + (sign * mu)[:, None] * jc[c, k])
+            rs.append((contact.dist - contact.includemargin)[c])
+            imp_rs.append(rs[-1])
+            solrefs.append(contact.solref[c])
+            solimps.append(contact.solimp[c])
+            inv = sys.body_invweight0[:, 0]
+            tran = inv[lay.con_body1] + inv[lay.con_body2]  # (ncon,)
+            mu1 = contact.friction[:, 0]
+            pyr = tran * (1 + mu1**2) * 2 * mu1**2 / sys.opt.impratio
+            a_con = jnp.where(jnp.asarray(lay.con_dim == 1), tran, pyr)
+            As.append(a_con[c])
         flosses.append(jnp.zeros(c.shape[0], dtype))
         actives.append(contact.active[c])
 
@@ -415,9 +456,31 @@ def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array
     k_, b = _stiffness_damping(sys, solref, solimp)
     R = jnp.maximum(MINVAL, (1 - imp) / imp * A)
     D = jnp.where(active, 1 / R, 0.0)
+    cone_mu = None
+    if lay.elliptic:
+        kzero_all = np.concatenate([np.zeros(lay.nefc - kzero.size, bool), kzero])
+        k_ = jnp.where(jnp.asarray(kzero_all), 0.0, k_)
+        cone_mu = _cone_scale(lay, contact, R)
     kdr = jnp.where(active, k_ * imp * r, 0.0)
     b = jnp.where(active, b, 0.0)
-    return Rows(J=J, D=D, R=R, b=b, kdr=kdr, floss=jnp.concatenate(flosses), active=active)
+    return Rows(J=J, D=D, R=R, b=b, kdr=kdr, floss=jnp.concatenate(flosses), active=active, mu=cone_mu)
+
+
+def _cone_scale(lay: Layout, contact: Contact, R: jax.Array) -> jax.Array:
+    """(nefc,) the elliptic cone's scale of each row (0 outside friction cones).
+
+    Friction row k: friction[k-1]; normal row: MuJoCo's regularized cone coefficient
+    contact.mu = friction[0]·sqrt(R_1/R_0) (= friction[0]/sqrt(impratio) away from the R floor).
+    """
+    first = lay.nefc - int(lay.row_con.shape[0])
+    c, k = lay.row_con, lay.row_k
+    cone = lay.con_dim[c] > 1
+    scale = jnp.where(jnp.asarray(cone), contact.friction[c, jnp.asarray(np.maximum(k - 1, 0))], 0.0)
+    normal = np.flatnonzero(cone & (k == 0))
+    rn = first + normal
+    reg = jnp.sqrt(R[rn + 1] / R[rn])
+    scale = scale.at[normal].multiply(reg)
+    return jnp.concatenate([jnp.zeros(first, R.dtype), scale])
 
 
 def reference_acceleration(rows: Rows, qd: jax.Array, eq_jdotv: jax.Array | None = None) -> jax.Array:
@@ -433,7 +496,10 @@ def reference_acceleration(rows: Rows, qd: jax.Array, eq_jdotv: jax.Array | None
 
 
 def contact_force(sys: System, contact: Contact, efc_force: jax.Array) -> jax.Array:
-    """(ncon, 6) contact-frame forces from the pyramid edge forces (as MuJoCo's mj_contactForce)."""
+    """(ncon, 6) contact-frame forces from the rows' forces (as MuJoCo's mj_contactForce).
+
+    Elliptic rows are the contact-frame components; pyramid edges combine into them.
+    """
     lay = layout(sys)
     dtype = efc_force.dtype
     out = jnp.zeros((contact.dist.shape[0], 6), dtype)
@@ -441,6 +507,8 @@ def contact_force(sys: System, contact: Contact, efc_force: jax.Array) -> jax.Ar
         return out
     f = efc_force[lay.contact_start:]
     c, k = lay.row_con, lay.row_k
+    if lay.elliptic:
+        return out.at[c, k].add(f)
     mu = contact.friction[c, jnp.asarray(np.maximum(k - 1, 0))]
     normal = out.at[c, 0].add(f)
     return normal.at[c, k].add(jnp.asarray(lay.row_sign, dtype) * mu * f)

@@ -324,6 +324,27 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
+# ---- elliptic cones ----
+# A box sliding (vx0 = 1.5 m/s) on the floor through an explicit <pair> with elliptic cones: its
+# friction rows' damping comes from the pair's solreffriction (unset: its solref). A touch sensor
+# reads the elliptic normal force.
+SWEEPS["elliptic"] = Sweep(
+    """<mujoco model="live_elliptic"><option cone="elliptic" impratio="2"/><worldbody>
+    <geom name="floor" type="plane" size="0 0 1"/>
+    <body pos="0 0 0.049"><freejoint name="box"/><geom name="box" type="box" size=".1 .08 .05"/>
+    <site name="box_zone" size=".2"/></body>
+    </worldbody><contact><pair name="box_floor" geom1="floor" geom2="box" condim="4"
+    friction=".4 .4 .01 .0001 .0001" solreffriction=".02 1"/></contact>
+    <sensor><touch name="box_touch" site="box_zone"/></sensor></mujoco>""",
+    {"box": (1.5, 0.0, 0.0, 0.0, 0.0, 2.0)}, (), {},
+)
+RECIPES.update({
+    "pair_solreffriction": Recipe("pair:box_floor", None, _set(0.3, 0.2),
+                                  "slow, underdamped friction rows: the sliding box's friction lags",
+                                  sweep="elliptic"),
+})
+
+
 # ---- gravity compensation ----
 # An arm (hinge shoulder, ball wrist) and a floating box, all with gravcomp and springs (the ball and
 # free joints' quaternion springs too); the wrist's gravcomp above 1 lifts it.

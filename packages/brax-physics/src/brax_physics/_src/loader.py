@@ -12,7 +12,6 @@ import mujoco
 import numpy as np
 from mujoco import (
     mjtBias,
-    mjtCone,
     mjtDyn,
     mjtEnableBit,
     mjtEq,
@@ -26,7 +25,7 @@ from mujoco import (
 )
 
 from brax_physics._src import ray
-from brax_physics._src.collision.pairs import PairGroup, collision_pairs
+from brax_physics._src.collision.pairs import collision_pairs
 from brax_physics._src.equality import SUPPORTED as EQ_SUPPORTED
 from brax_physics._src.mjenum import keyword
 from brax_physics._src.options_check import emit_option_warnings
@@ -141,8 +140,6 @@ def unsupported(m: Any) -> list[str]:
     for flag in ("diagexact", "speculative"):
         if opt.enableflags & int(mjtEnableBit.__members__["mjENBL_" + flag.upper()]):
             errs.append(f"option: flag {flag}=enable is not supported (MuJoCo's results would differ)")
-    if opt.cone != mjtCone.mjCONE_PYRAMIDAL and any(g.npair for g in _pairs_or_empty(m)):
-        errs.append("option: cone=elliptic is not supported with contacts (use the default pyramidal cone)")
     if opt.noslip_iterations != 0:
         errs.append("option: noslip_iterations > 0 is not supported")
     geom = _namer(m, obj.mjOBJ_GEOM, "geom")
@@ -308,13 +305,6 @@ def _unsupported_contact_sensor(m: Any, i: int) -> list[str]:
     return errs
 
 
-def _pairs_or_empty(m: Any) -> tuple[PairGroup, ...]:
-    try:
-        return collision_pairs(m).groups
-    except ValueError:
-        return ()  # reported by from_mjmodel when it builds the pairs
-
-
 def _f32(x: Any) -> Any:
     return jnp.asarray(np.asarray(x, dtype=np.float32))
 
@@ -378,6 +368,7 @@ def from_mjmodel(m: Any) -> System:
         pair_solref=_f32(m.pair_solref.reshape(m.npair, mujoco.mjNREF)),
         pair_solimp=_f32(m.pair_solimp.reshape(m.npair, mujoco.mjNIMP)),
         pair_margin=_f32(m.pair_margin), pair_gap=_f32(m.pair_gap),
+        pair_solreffriction=_f32(m.pair_solreffriction.reshape(m.npair, mujoco.mjNREF)),
         actuator_gear=_f32(m.actuator_gear.reshape(m.nu, 6)),
         actuator_gainprm=_f32(m.actuator_gainprm.reshape(m.nu, mujoco.mjNGAIN)),
         actuator_biasprm=_f32(m.actuator_biasprm.reshape(m.nu, mujoco.mjNBIAS)),
@@ -412,8 +403,6 @@ def from_mjmodel(m: Any) -> System:
         body_weldid=_ints(m.body_weldid), body_mocapid=_ints(m.body_mocapid),
         body_sameframe=_ints(m.body_sameframe),
         geom_sameframe=_ints(m.geom_sameframe),
-        pair_solreffriction=tuple((float(a), float(b))
-                                  for a, b in np.asarray(m.pair_solreffriction).reshape(-1, 2)),
         body_jntnum=_ints(m.body_jntnum), body_jntadr=_ints(m.body_jntadr), body_dofnum=_ints(m.body_dofnum),
         body_dofadr=_ints(m.body_dofadr),
         jnt_type=_ints(m.jnt_type), jnt_qposadr=_ints(m.jnt_qposadr), jnt_dofadr=_ints(m.jnt_dofadr),

@@ -36,9 +36,10 @@ _SDF = "read only by SDF colliders, whose pairs are refused"
 
 OPTIONS: dict[str, tuple[Status, str]] = {
     "timestep": ("honoured", "pipeline.step"),
-    "impratio": ("honoured", "constraint: pyramidal friction regularizer"),
+    "impratio": ("honoured", "constraint: friction regularizer of both cones"),
     "tolerance": ("honoured", "solver.Config.tolerance (with float32 roundoff floors)"),
-    "ls_tolerance": ("warned", "our line search is exact: see _line_search_note"),
+    "ls_tolerance": ("warned", "pyramidal: our line search is exact (_line_search_note); elliptic: "
+                     "solver._line_search_cone"),
     "noslip_tolerance": ("irrelevant", "read only by the noslip solver; noslip_iterations > 0 is refused"),
     "ccd_tolerance": ("irrelevant", _CONVEX),
     "sleep_tolerance": ("irrelevant", "read only when sleeping, and the sleep flag is refused"),
@@ -52,11 +53,12 @@ OPTIONS: dict[str, tuple[Status, str]] = {
     "o_solimp": ("irrelevant", _OVERRIDE),
     "o_friction": ("irrelevant", _OVERRIDE),
     "integrator": ("honoured", "pipeline.step: Euler, RK4, implicitfast; the others are refused"),
-    "cone": ("honoured", "pyramidal; elliptic is refused with contacts and reads nothing without them"),
+    "cone": ("honoured", "constraint.layout (rows) and solver (elliptic cones: solver._with_cones)"),
     "jacobian": ("irrelevant", "dense or sparse storage of the same matrices (MuJoCo agrees to roundoff)"),
     "solver": ("warned", "PGS and CG run as Newton: same optimum, see option_warnings"),
     "iterations": ("honoured", "solver.Config.iterations"),
-    "ls_iterations": ("warned", "our line search is exact: see _line_search_note"),
+    "ls_iterations": ("warned", "pyramidal: our line search is exact (_line_search_note); elliptic: "
+                      "solver._line_search_cone"),
     "noslip_iterations": ("refused", "loader.unsupported when > 0"),
     "ccd_iterations": ("irrelevant", _CONVEX),
     "disableflags": ("honoured", "bit by bit, see DISABLE_FLAGS"),
@@ -151,9 +153,11 @@ def option_warnings(m: mujoco.MjModel) -> list[str]:
             f'optimum up to the solver tolerance, as long as iterations="{o.iterations}" lets MuJoCo\'s '
             f"{solver} converge"
         )
-    if o.ls_iterations < default.ls_iterations:
+    # elliptic cones make the line search iterative here too: it reads both settings as MuJoCo's does
+    exact = o.cone == mujoco.mjtCone.mjCONE_PYRAMIDAL
+    if exact and o.ls_iterations < default.ls_iterations:
         out.append(_line_search_note("ls_iterations", str(o.ls_iterations), o.iterations))
-    if o.ls_tolerance > default.ls_tolerance:
+    if exact and o.ls_tolerance > default.ls_tolerance:
         out.append(_line_search_note("ls_tolerance", f"{o.ls_tolerance:g}", o.iterations))
 
     dflags, eflags = int(o.disableflags), int(o.enableflags)

@@ -123,6 +123,7 @@ def solver_config(sys: System) -> solver.Config:
         is_floss=tuple(bool(b) for b in lay.is_floss), iterations=o.iterations,
         tolerance=o.tolerance, warmstart=not o.disableflags & mjtDisableBit.mjDSBL_WARMSTART,
         is_eq=tuple(bool(b) for b in lay.is_eq) if lay.neq else (),
+        cones=lay.cones, ls_iterations=o.ls_iterations, ls_tolerance=o.ls_tolerance,
     )
 
 
@@ -171,7 +172,7 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
                                        pos.ten_J, eq)
             aref = constraint.reference_acceleration(rows, qd, jdotv)
         prob = solver.Problem(M=pos.mass_matrix, qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth, J=rows.J,
-                              D=rows.D, R=rows.R, aref=aref, floss=rows.floss)
+                              D=rows.D, R=rows.R, aref=aref, floss=rows.floss, mu=rows.mu)
         cfg = solver_config(sys)
         with jax.named_scope("solve"):
             qacc = solver.solve(cfg, prob, qacc_warmstart)

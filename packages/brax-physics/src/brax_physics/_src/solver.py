@@ -31,6 +31,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import custom_batching
 
 from brax_physics._src import linalg
@@ -56,6 +57,12 @@ class Config(NamedTuple):
     """Start from the previous qacc when cheaper than qacc_smooth."""
     is_eq: tuple[bool, ...] = ()
     """Per row: equality (bilateral, always quadratic) cost; empty: no equality rows."""
+    cones: tuple[tuple[int, ...], ...] = ()
+    """Rows (normal first) of each elliptic friction cone; empty with pyramidal cones."""
+    ls_iterations: int = 50
+    """Maximum line-search iterations (MuJoCo `opt.ls_iterations`; read only with cones)."""
+    ls_tolerance: float = 0.01
+    """MuJoCo `opt.ls_tolerance` (read only with cones)."""
 
 
 class Problem(NamedTuple):
@@ -69,6 +76,7 @@ class Problem(NamedTuple):
     R: jax.Array  # (nefc,)
     aref: jax.Array  # (nefc,)
     floss: jax.Array  # (nefc,)
+    mu: jax.Array | None = None  # (nefc,) cone scale per row (see constraint.Rows.mu); None: no cones
 
 
 def _mv(a: jax.Array, x: jax.Array) -> jax.Array:
@@ -77,6 +85,13 @@ def _mv(a: jax.Array, x: jax.Array) -> jax.Array:
 
 def row_terms(cfg: Config, p: Problem, jar: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Per row: force f = −∂s/∂jar, cost s, and whether the row is in its quadratic zone."""
+    if cfg.cones:
+        return _with_cones(cfg, p, jar, _scalar_row_terms(cfg, p, jar))
+    return _scalar_row_terms(cfg, p, jar)
+
+
+def _scalar_row_terms(cfg: Config, p: Problem, jar: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`row_terms` of rows with a scalar cost (every row but elliptic cones')."""
     D, R, floss = p.D, p.R, p.floss
     quad = jar < 0
     if any(cfg.is_eq):  # equality rows: quadratic on both sides
@@ -90,6 +105,109 @@ def row_terms(cfg: Config, p: Problem, jar: jax.Array) -> tuple[jax.Array, jax.A
     f_fl = jnp.clip(-D * jar, -floss, floss)
     c_fl = jnp.where(quad_fl, 0.5 * D * jar * jar, floss * jnp.abs(jar) - 0.5 * R * floss * floss)
     return jnp.where(isf, f_fl, f), jnp.where(isf, c_fl, c), jnp.where(isf, quad_fl, quad)
+
+
+# ---- elliptic cones (MuJoCo's mj_constraintUpdate, PrimalPrepare/PrimalEval, HessianCone) ----
+# A contact's rows (jar_0 normal, jar_k friction) map to the circular cone U = (μ jar_0, f_k jar_k)
+# with N = U_0, T = |U_1..|, μ MuJoCo's regularized cone coefficient. Top zone N ≥ μT: no cost;
+# bottom zone μN + T ≤ 0: every row quadratic, ½ Σ D_k jar_k²; in between: ½ Dm (N − μT)² with
+# Dm = D_0/(μ²(1 + μ²)), whose Hessian is a dense condim × condim block per contact.
+
+
+@functools.lru_cache(maxsize=64)
+def _cone_groups(cones: tuple[tuple[int, ...], ...]) -> tuple[np.ndarray, ...]:
+    """(ncone, condim) int32 rows of the cones, one array per condim."""
+    by_dim: dict[int, list[tuple[int, ...]]] = {}
+    for rows in cones:
+        by_dim.setdefault(len(rows), []).append(rows)
+    return tuple(np.asarray(v, np.int32) for _, v in sorted(by_dim.items()))
+
+
+class _Cone(NamedTuple):
+    """Zone quantities of one group of cones, (..., ncone) each unless noted."""
+
+    U: jax.Array  # (..., ncone, condim) rows mapped into the circular cone
+    N: jax.Array
+    T: jax.Array  # tangential norm (0 where the tangential part vanishes)
+    mu: jax.Array
+    Dm: jax.Array
+    bottom: jax.Array
+    middle: jax.Array
+
+
+def _cone(p: Problem, idx: np.ndarray, jar: jax.Array) -> _Cone:
+    assert p.mu is not None
+    scale = p.mu[..., idx]
+    U = jar[..., idx] * scale
+    N, mu = U[..., 0], scale[..., 0]
+    tt = jnp.sum(U[..., 1:] ** 2, axis=-1)
+    tpos = tt > 0
+    T = jnp.where(tpos, jnp.sqrt(jnp.where(tpos, tt, 1.0)), 0.0)
+    top = mu * T <= N
+    bottom = ~top & (mu * N + T <= 0)
+    middle = ~top & ~bottom
+    mu2 = jnp.maximum(mu * mu, linalg.MINVAL)
+    Dm = p.D[..., idx[:, 0]] / (mu2 * (1 + mu2))
+    return _Cone(U, N, T, mu, Dm, bottom, middle)
+
+
+def _with_cones(cfg: Config, p: Problem, jar: jax.Array,
+                scalar: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`row_terms` with the cones' rows replaced by their cone terms (a cone's cost on its normal row)."""
+    f, c, quad = scalar
+    assert p.mu is not None
+    for idx in _cone_groups(cfg.cones):
+        k = _cone(p, idx, jar)
+        ja, D = jar[..., idx], p.D[..., idx]
+        T = jnp.where(k.middle, k.T, 1.0)
+        nmt = k.N - k.mu * k.T
+        f0 = -k.Dm * nmt * k.mu
+        f_mid = jnp.concatenate([f0[..., None], -(f0 / T)[..., None] * k.U[..., 1:] * p.mu[..., idx[:, 1:]]],
+                                axis=-1)
+        bottom, middle = k.bottom[..., None], k.middle[..., None]
+        f_g = jnp.where(bottom, -D * ja, jnp.where(middle, f_mid, 0.0))
+        c_bottom = 0.5 * jnp.sum(D * ja * ja, axis=-1)
+        c_n = jnp.where(k.bottom, c_bottom, jnp.where(k.middle, 0.5 * k.Dm * nmt * nmt, 0.0))
+        c_g = jnp.concatenate([c_n[..., None], jnp.zeros_like(ja[..., 1:])], axis=-1)
+        q_g = jnp.broadcast_to(bottom, ja.shape)
+        f, c, quad = f.at[..., idx].set(f_g), c.at[..., idx].set(c_g), quad.at[..., idx].set(q_g)
+    return f, c, quad
+
+
+def _cone_blocks(p: Problem, idx: np.ndarray, jar: jax.Array) -> jax.Array:
+    """(ncone, condim, condim) Hessian of each middle-zone cone's cost in its rows' jar (0 elsewhere)."""
+    assert p.mu is not None
+    k = _cone(p, idx, jar)
+    scale = p.mu[idx]
+    T = jnp.where(k.middle, k.T, 1.0)
+    ut = k.U[:, 1:]
+    first = jnp.concatenate([jnp.ones_like(T)[:, None], -(k.mu / T)[:, None] * ut], axis=1)  # (n, dim)
+    dim = idx.shape[1]
+    tang = ((k.mu * k.mu - k.mu * k.N / T)[:, None, None] * jnp.eye(dim - 1, dtype=T.dtype)[None]
+            + (k.mu * k.N / T**3)[:, None, None] * ut[:, :, None] * ut[:, None, :])
+    h = jnp.zeros((idx.shape[0], dim, dim), T.dtype).at[:, 0, :].set(first).at[:, :, 0].set(first)
+    h = h.at[:, 1:, 1:].set(tang)
+    h = h * (k.Dm[:, None, None] * scale[:, :, None] * scale[:, None, :])
+    return jnp.where(k.middle[:, None, None], h, 0.0)
+
+
+def _cone_hessian(cfg: Config, p: Problem, jar: jax.Array) -> jax.Array:
+    """(nv, nv) Σ_cones J_cᵀ H_c J_c over the cones in their middle zone."""
+    nv = p.J.shape[1]
+    out = jnp.zeros((nv, nv), p.J.dtype)
+    for idx in _cone_groups(cfg.cones):
+        jc = p.J[idx]  # (ncone, condim, nv)
+        out = out + jnp.einsum("nkv,nkj,njw->vw", jc, _cone_blocks(p, idx, jar), jc, precision=_HI)
+    return out
+
+
+def _cone_curvature(cfg: Config, p: Problem, jar: jax.Array, jd: jax.Array) -> jax.Array:
+    """() Σ_cones jd_cᵀ H_c jd_c: the middle-zone cones' second derivative along a search direction."""
+    out = jnp.zeros((), jd.dtype)
+    for idx in _cone_groups(cfg.cones):
+        v = jd[idx]
+        out = out + jnp.einsum("nk,nkj,nj->", v, _cone_blocks(p, idx, jar), v, precision=_HI)
+    return out
 
 
 def constraint_force(cfg: Config, p: Problem, qacc: jax.Array) -> jax.Array:
@@ -172,6 +290,59 @@ def _line_search_exact(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d
     return jnp.where(slope[0] < 0, a_lo + step, 0.0)  # no descent: stay
 
 
+def _line_search_cone(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d: jax.Array, md: jax.Array,
+                      jd: jax.Array, scale_tol: jax.Array) -> jax.Array:
+    """Minimizer α ≥ 0 of the 1-D cost along d when cones make it piecewise smooth, not quadratic.
+
+    φ is convex: Newton steps on φ' from α = 0 (as MuJoCo's PrimalSearch), each kept inside the
+    bracket of the points seen with φ' < 0 and φ' > 0 (bisection otherwise), until |φ'| is below
+    MuJoCo's line-search tolerance or `ls_iterations` evaluations.
+    """
+    dmd = jnp.dot(d, md, precision=_HI)
+    glin = jnp.dot(ma - p.qfrc_smooth, d, precision=_HI)
+
+    def deriv(alpha: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        jar_a = jar + alpha * jd
+        f, _, quad = row_terms(cfg, p, jar_a)
+        fjd = f * jd
+        d1 = glin + alpha * dmd - jnp.sum(fjd)
+        d2 = dmd + jnp.sum(jnp.where(quad, p.D, 0.0) * jd * jd) + _cone_curvature(cfg, p, jar_a, jd)
+        mag = jnp.abs(glin) + jnp.abs(alpha * dmd) + jnp.sum(jnp.abs(fjd))
+        return d1, jnp.maximum(d2, 1e-30), mag
+
+    gtol = cfg.tolerance * cfg.ls_tolerance * jnp.linalg.norm(d) * scale_tol
+
+    def converged(d1: jax.Array, mag: jax.Array) -> jax.Array:
+        small: jax.Array = jnp.abs(d1) <= jnp.maximum(gtol, _REL_GRAD * mag)
+        return small
+
+    zero = jnp.zeros((), d.dtype)
+    d1, d2, mag = deriv(zero)
+    Carry = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]
+
+    def cond(c: Carry) -> jax.Array:
+        it, _, _, _, _, _, done = c
+        return (it < cfg.ls_iterations) & ~done
+
+    def body(c: Carry) -> Carry:
+        it, lo, hi, a, d1, d2, _ = c
+        step = a - d1 / d2
+        bounded = jnp.isfinite(hi)
+        inside = (step > lo) & (~bounded | (step < hi))
+        a_new = jnp.where(inside, step, 0.5 * (lo + jnp.where(bounded, hi, lo)))
+        d1n, d2n, magn = deriv(a_new)
+        lo = jnp.where(d1n < 0, a_new, lo)
+        hi = jnp.where(d1n > 0, a_new, hi)
+        done = converged(d1n, magn) | (hi - lo <= 1e-6 * jnp.abs(hi))
+        return it + 1, lo, hi, a_new, d1n, d2n, done
+
+    start = (jnp.zeros((), jnp.int32), zero, jnp.full((), jnp.inf, d.dtype), zero, d1, d2,
+             (d1 >= 0) | converged(d1, mag))
+    _, lo, _, a, d1, _, done = jax.lax.while_loop(cond, body, start)
+    # a search out of iterations keeps the last point known to lie before the minimum
+    return jnp.where(done | (d1 <= 0), a, lo)
+
+
 class _Iterate(NamedTuple):
     """Newton loop state of one problem."""
 
@@ -221,9 +392,15 @@ def _running(cfg: Config, s: _Iterate) -> jax.Array:
 
 def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     """One Newton iteration: direction from the Hessian, exact line search, stopping tests."""
-    d = -linalg.spd_solve(_hessian(p, s.ev.quad), s.ev.grad)
+    hess = _hessian(p, s.ev.quad)
+    if cfg.cones:
+        hess = hess + _cone_hessian(cfg, p, s.jar)
+    d = -linalg.spd_solve(hess, s.ev.grad)
     md, jd = _mv(p.M, d), _mv(p.J, d)
-    alpha = _line_search_exact(cfg, p, s.ma, s.jar, d, md, jd)
+    if cfg.cones:
+        alpha = _line_search_cone(cfg, p, s.ma, s.jar, d, md, jd, _scale_tol(p))
+    else:
+        alpha = _line_search_exact(cfg, p, s.ma, s.jar, d, md, jd)
     x, ma, jar = s.x + alpha * d, s.ma + alpha * md, s.jar + alpha * jd
     new = _evaluate(cfg, p, x, ma, jar)
     drop = s.ev.cost - new.cost
@@ -338,8 +515,12 @@ def _solve_fwd(cfg: Config, p: Problem,
 def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array],
                xbar: jax.Array) -> tuple[Problem, jax.Array]:
     x, p, x_warm = res
-    _, _, quad = row_terms(cfg, p, _mv(p.J, x) - p.aref)
-    w = linalg.spd_solve(_hessian(p, quad), xbar)
+    jar = _mv(p.J, x) - p.aref
+    _, _, quad = row_terms(cfg, p, jar)
+    hess = _hessian(p, quad)
+    if cfg.cones:
+        hess = hess + _cone_hessian(cfg, p, jar)
+    w = linalg.spd_solve(hess, xbar)
 
     def optimality(q: Problem) -> jax.Array:  # g(x*, θ); qacc_smooth enters only via qfrc_smooth
         f = row_terms(cfg, q, _mv(q.J, x) - q.aref)[0]

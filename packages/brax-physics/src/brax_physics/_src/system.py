@@ -182,6 +182,8 @@ class System:
     """(npair,) margin of each explicit `<pair>`."""
     pair_gap: jax.Array
     """(npair,) gap of each explicit `<pair>`."""
+    pair_solreffriction: jax.Array
+    """(npair, 2) solref of each explicit `<pair>`'s elliptic friction rows (zeros: use `pair_solref`)."""
     actuator_gear: jax.Array
     """(nu, 6) transmission gear; only gear[:, 0] matters for joint transmission."""
     actuator_gainprm: jax.Array
@@ -343,9 +345,6 @@ class System:
     geom_sameframe: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """`mujoco.mjtSameFrame` of each geom: BODY/BODYROT copy the body's frame (position/orientation),
     INERTIA/INERTIAROT the inertial frame's, instead of reading `geom_pos`/`geom_quat`, as MuJoCo does."""
-    pair_solreffriction: tuple[tuple[float, float], ...] = dataclasses.field(metadata=_STATIC)
-    """(npair, 2) solref of each explicit `<pair>`'s elliptic friction rows (zeros: use solref). Static
-    until elliptic cones are supported: only their friction rows read it."""
     geom_dataid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Mesh/hfield id (-1 for primitives)."""
     geom_group: tuple[int, ...] = dataclasses.field(metadata=_STATIC)

@@ -107,8 +107,7 @@ def _mix(sys: System, g: PairGroup) -> _PairParams:
     if not np.any(explicit):
         return params
     pid = np.maximum(g.pair_id, 0)
-    solreffriction = np.asarray(sys.pair_solreffriction, np.float32).reshape(-1, 2)[pid]
-    pair = _PairParams(sys.pair_friction[pid], sys.pair_solref[pid], jnp.asarray(solreffriction, fri.dtype),
+    pair = _PairParams(sys.pair_friction[pid], sys.pair_solref[pid], sys.pair_solreffriction[pid],
                        sys.pair_solimp[pid], sys.pair_margin[pid], sys.pair_gap[pid])
     sel = jnp.asarray(explicit)
     return _PairParams(*(jnp.where(sel.reshape((-1,) + (1,) * (a.ndim - 1)), b, a)
