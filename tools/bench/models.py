@@ -2,12 +2,16 @@
 
 reacher, swimmer, chain7: contact-free variants (contype/conaffinity 0, no joint limits) that
 measure the smooth pipeline alone. ant, humanoid: the brax-envs assets, with joint limits and
-foot-floor contacts (the constraint solver in the loop).
+foot-floor contacts (the constraint solver in the loop). gym_humanoid, dmc_quadruped: models
+nobody here wrote, from the Gymnasium and dm_control packages (tendons, filter actuators, equality).
 """
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+
+import mujoco
 
 # Standard locomotion models with contacts, read from the brax-envs assets (brax-physics itself
 # must not import brax-envs). Timesteps are those of the XML files (ant 0.01 s, humanoid 0.003 s,
@@ -108,3 +112,35 @@ MODELS: dict[str, str] = {"reacher": REACHER, "swimmer": SWIMMER, "chain7": CHAI
 for _name in N_FRAMES:
     if (ASSETS / f"{_name}.xml").exists():
         MODELS[_name] = (ASSETS / f"{_name}.xml").read_text()
+
+
+def _package_dir(name: str) -> Path | None:
+    """Folder of an installed package, without importing it (None when it is not installed)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _standalone_xml(path: Path, drop_geoms: tuple[str, ...] = ()) -> str:
+    """The MJCF at `path` as one self-contained string (includes resolved), minus `drop_geoms`."""
+    spec = mujoco.MjSpec.from_file(str(path))
+    for name in drop_geoms:
+        spec.delete(spec.geom(name))
+    if drop_geoms:
+        for hfield in list(spec.hfields):  # a dropped terrain leaves its height field unused
+            spec.delete(hfield)
+    spec.compile()
+    return str(spec.to_xml())
+
+
+# Gymnasium's humanoid (hip-knee tendons) and dm_control's quadruped (tendon transmissions, filter
+# actuators, tendon equality). The quadruped's terrain height field is left out: height fields
+# are not collided yet (geometry issue #18), and its default task runs on the flat floor.
+_GYM, _DMC = _package_dir("gymnasium"), _package_dir("dm_control")
+if _GYM is not None:
+    MODELS["gym_humanoid"] = _standalone_xml(_GYM / "envs/mujoco/assets/humanoid.xml")
+    N_FRAMES["gym_humanoid"] = 5  # Gymnasium's Humanoid frame_skip
+if _DMC is not None:
+    MODELS["dmc_quadruped"] = _standalone_xml(_DMC / "suite/quadruped.xml", drop_geoms=("terrain",))
+    N_FRAMES["dmc_quadruped"] = 4  # dm_control's quadruped: 0.02 s control step, 0.005 s physics

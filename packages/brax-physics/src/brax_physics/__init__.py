@@ -6,6 +6,7 @@ from brax_physics._src.collision.contact import Contact
 from brax_physics._src.loader import from_mjmodel, load_mjcf
 from brax_physics._src.options_check import OptionWarning
 from brax_physics._src.pipeline import forward_kinematics, init, step
+from brax_physics._src.ray import Hit, ray
 from brax_physics._src.sensor import sensor
 from brax_physics._src.state import State
 from brax_physics._src.system import ModelRef, Options, System
@@ -17,6 +18,7 @@ except PackageNotFoundError:  # running from a source tree without an install
 
 __all__ = [
     "Contact",
+    "Hit",
     "ModelRef",
     "OptionWarning",
     "Options",
@@ -27,6 +29,7 @@ __all__ = [
     "from_mjmodel",
     "init",
     "load_mjcf",
+    "ray",
     "sensor",
     "step",
 ]

@@ -1,8 +1,10 @@
 """Constraint rows (MuJoCo mj_makeConstraint + mj_makeImpedance + mj_referenceConstraint).
 
-Rows come in MuJoCo's order: dof friction loss, joint limits (hinge/slide), contacts (pyramidal
-cone). Their number is static: every dof with friction loss at load time has a row, every limited
-scalar joint one row (for its nearer limit), every contact slot 1 (condim 1) or 2(condim-1) rows.
+Rows come in MuJoCo's order: dof friction loss, tendon friction loss, joint limits (hinge, slide and
+ball, by joint id), tendon limits, contacts (pyramidal cone). Their number is static: every dof and
+tendon with friction loss at load time has a row, every limited joint one row (hinge/slide: for its
+nearer limit; ball: for its rotation angle), every limited tendon one row (for its nearer limit),
+every contact slot 1 (condim 1) or 2(condim-1) rows.
 Rows that MuJoCo would not instantiate (limit or contact farther than its margin) are kept with
 `active == False`: their D and reference acceleration are zero, so they carry no force and add
 nothing to the solver's cost, gradient or Hessian. Nothing here branches on data.
@@ -17,7 +19,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import point_velocity
+from brax_math import normalize, point_velocity, quat_log, safe_norm
 from mujoco import mjtDisableBit, mjtJoint
 
 from brax_physics._src.collision.contact import Contact
@@ -38,13 +40,19 @@ class Layout:
     """Static row layout of a model (numpy, trace-time only)."""
 
     floss_dofs: np.ndarray
-    """(nfloss,) dofs with a friction-loss row."""
+    """(nfloss_dof,) dofs with a friction-loss row."""
+    floss_tendons: np.ndarray
+    """(nfloss_ten,) tendons with a friction-loss row (after the dofs')."""
     limit_jnts: np.ndarray
-    """(nlimit,) limited hinge/slide joints."""
+    """(nlimit_jnt,) limited hinge, slide and ball joints, by id."""
     limit_dofs: np.ndarray
-    """(nlimit,) their dofs."""
+    """(nlimit_jnt,) their (first) dofs."""
     limit_qpos: np.ndarray
-    """(nlimit,) their qpos addresses."""
+    """(nlimit_jnt,) their (first) qpos addresses."""
+    limit_ball: np.ndarray
+    """(nlimit_jnt,) bool: ball joints."""
+    limit_tendons: np.ndarray
+    """(nlimit_ten,) limited tendons (rows after the joints' limit rows)."""
     con_body1: np.ndarray
     """(ncon,) body of geom1 of every contact slot."""
     con_body2: np.ndarray
@@ -62,13 +70,13 @@ class Layout:
 
     @property
     def nfloss(self) -> int:
-        """Number of friction-loss rows."""
-        return int(self.floss_dofs.shape[0])
+        """Number of friction-loss rows (dofs, then tendons)."""
+        return int(self.floss_dofs.shape[0] + self.floss_tendons.shape[0])
 
     @property
     def nlimit(self) -> int:
-        """Number of joint-limit rows."""
-        return int(self.limit_jnts.shape[0])
+        """Number of limit rows (joints, then tendons)."""
+        return int(self.limit_jnts.shape[0] + self.limit_tendons.shape[0])
 
     @property
     def ncon(self) -> int:
@@ -91,7 +99,8 @@ class Layout:
 def layout(sys: System) -> Layout:
     """The (cached) static row layout of `sys`."""
     return _layout(sys.dof_hasfrictionloss, sys.jnt_limited, sys.jnt_type, sys.jnt_dofadr, sys.jnt_qposadr,
-                   sys.geom_bodyid, sys.contact_pairs, sys.opt.disableflags)
+                   sys.geom_bodyid, sys.contact_pairs, sys.opt.disableflags, sys.tendon_hasfrictionloss,
+                   sys.tendon_limited)
 
 
 def _cat(xs: list[np.ndarray]) -> np.ndarray:
@@ -108,15 +117,19 @@ def _layout(
     geom_bodyid: tuple[int, ...],
     pairs: CollisionPairs,
     disableflags: int,
+    tendon_hasfrictionloss: tuple[bool, ...],
+    tendon_limited: tuple[bool, ...],
 ) -> Layout:
     off = bool(disableflags & mjtDisableBit.mjDSBL_CONSTRAINT)
-    floss = [] if off or disableflags & mjtDisableBit.mjDSBL_FRICTIONLOSS else [
-        i for i, f in enumerate(dof_hasfrictionloss) if f
+    no_floss = off or disableflags & mjtDisableBit.mjDSBL_FRICTIONLOSS
+    floss = [] if no_floss else [i for i, f in enumerate(dof_hasfrictionloss) if f]
+    floss_ten = [] if no_floss else [i for i, f in enumerate(tendon_hasfrictionloss) if f]
+    limitable = (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE, mjtJoint.mjJNT_BALL)
+    no_limit = off or disableflags & mjtDisableBit.mjDSBL_LIMIT
+    lim = [] if no_limit else [
+        j for j, (lt, t) in enumerate(zip(jnt_limited, jnt_type, strict=True)) if lt and t in limitable
     ]
-    scalar = (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE)
-    lim = [] if off or disableflags & mjtDisableBit.mjDSBL_LIMIT else [
-        j for j, (lt, t) in enumerate(zip(jnt_limited, jnt_type, strict=True)) if lt and t in scalar
-    ]
+    lim_ten = [] if no_limit else [i for i, lt in enumerate(tendon_limited) if lt]
     body = np.asarray(geom_bodyid, np.int32).reshape(-1)
     g1, g2, dim = [], [], []
     if not (off or disableflags & mjtDisableBit.mjDSBL_CONTACT):
@@ -136,9 +149,12 @@ def _layout(
             row_sign.append(s)
     return Layout(
         floss_dofs=np.asarray(floss, np.int32),
+        floss_tendons=np.asarray(floss_ten, np.int32),
         limit_jnts=np.asarray(lim, np.int32),
         limit_dofs=np.asarray([jnt_dofadr[j] for j in lim], np.int32),
         limit_qpos=np.asarray([jnt_qposadr[j] for j in lim], np.int32),
+        limit_ball=np.asarray([jnt_type[j] == mjtJoint.mjJNT_BALL for j in lim], bool),
+        limit_tendons=np.asarray(lim_ten, np.int32),
         con_body1=body[geom1] if geom1.size else np.zeros(0, np.int32),
         con_body2=body[geom2] if geom2.size else np.zeros(0, np.int32),
         con_dim=con_dim,
@@ -205,6 +221,40 @@ def _stiffness_damping(sys: System, solref: jax.Array, solimp: jax.Array) -> tup
     return k, b
 
 
+def joint_limits(sys: System, q: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(nlimit,) distance to the limit (negative: past it) and (nlimit, nv) Jacobian of the joint-limit
+    rows at positions `q`, in row order (MuJoCo mj_instantiateLimit).
+
+    Hinge/slide: the nearer of q - range[0] (J = +1) and range[1] - q (J = -1). Ball: max(range) minus
+    the rotation angle of the joint's quaternion, J = -(rotation axis) on its 3 dofs.
+    """
+    lay = layout(sys)
+    dtype, nv = q.dtype, sys.nv
+    eye = np.eye(nv, dtype=np.float32)
+    dists, Js, order = [], [], []
+    scalar = np.flatnonzero(~lay.limit_ball)
+    if scalar.size:
+        qj = q[lay.limit_qpos[scalar]]
+        rng = sys.jnt_range[lay.limit_jnts[scalar]]
+        lo, hi = qj - rng[:, 0], rng[:, 1] - qj
+        at_lo = lo < hi
+        dists.append(jnp.where(at_lo, lo, hi))
+        sign = jnp.where(at_lo, 1.0, -1.0).astype(dtype)
+        Js.append(jnp.asarray(eye[lay.limit_dofs[scalar]], dtype) * sign[:, None])
+        order.append(scalar)
+    ball = np.flatnonzero(lay.limit_ball)
+    if ball.size:
+        rotvec = quat_log(normalize(q[lay.limit_qpos[ball][:, None] + np.arange(4)]))
+        dists.append(jnp.max(sys.jnt_range[lay.limit_jnts[ball]], axis=-1) - safe_norm(rotvec))
+        dofs = jnp.asarray(eye[lay.limit_dofs[ball][:, None] + np.arange(3)], dtype)  # (nball, 3, nv)
+        Js.append(jnp.einsum("bk,bkv->bv", -normalize(rotvec), dofs, precision=_HI))
+        order.append(ball)
+    if len(order) == 1:
+        return dists[0], Js[0]
+    perm = np.argsort(np.concatenate(order), kind="stable")
+    return jnp.concatenate(dists)[perm], jnp.concatenate(Js)[perm]
+
+
 def contact_jacobian(sys: System, lay: Layout, cdof: jax.Array, subtree_com: jax.Array,
                      contact: Contact) -> jax.Array:
     """(ncon, maxdim, nv) contact-frame Jacobian rows [n, t1, t2, spin, roll1, roll2][:maxdim]."""
@@ -227,39 +277,64 @@ def contact_jacobian(sys: System, lay: Layout, cdof: jax.Array, subtree_com: jax
     return jnp.concatenate([jt, jr], axis=1)[:, : lay.maxdim]
 
 
-def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array, contact: Contact) -> Rows:
-    """Constraint rows at positions `q` (position stage: everything but the velocity term of aref)."""
+def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array, contact: Contact,
+              ten_length: jax.Array, ten_J: jax.Array) -> Rows:
+    """Constraint rows at positions `q` (position stage: everything but the velocity term of aref).
+
+    `ten_length` (ntendon,) and `ten_J` (ntendon, nv) are the tendons at `q` (`tendon.tendon`).
+    """
     lay = layout(sys)
     dtype = cdof.dtype
     nv = sys.nv
     Js, rs, solrefs, solimps, As, flosses, actives = [], [], [], [], [], [], []
 
-    if lay.nfloss:
+    if lay.floss_dofs.size:
         d = lay.floss_dofs
         Js.append(jnp.asarray(np.eye(nv, dtype=np.float32)[d], dtype))
-        rs.append(jnp.zeros(lay.nfloss, dtype))
+        rs.append(jnp.zeros(d.size, dtype))
         solrefs.append(sys.dof_solref[d])
         solimps.append(sys.dof_solimp[d])
         As.append(sys.dof_invweight0[d])
         flosses.append(sys.dof_frictionloss[d])
-        actives.append(jnp.ones(lay.nfloss, bool))
+        actives.append(jnp.ones(d.size, bool))
 
-    if lay.nlimit:
+    if lay.floss_tendons.size:
+        t = lay.floss_tendons
+        Js.append(ten_J[t])
+        rs.append(jnp.zeros(t.size, dtype))
+        solrefs.append(sys.tendon_solref_fri[t])
+        solimps.append(sys.tendon_solimp_fri[t])
+        As.append(sys.tendon_invweight0[t])
+        flosses.append(sys.tendon_frictionloss[t])
+        actives.append(jnp.ones(t.size, bool))
+
+    if lay.limit_jnts.size:
         j = lay.limit_jnts
-        qj = q[lay.limit_qpos]
-        rng = sys.jnt_range[j]
-        lo, hi = qj - rng[:, 0], rng[:, 1] - qj
-        at_lo = lo < hi
-        dist = jnp.where(at_lo, lo, hi)
-        sign = jnp.where(at_lo, 1.0, -1.0).astype(dtype)
-        eye = jnp.asarray(np.eye(nv, dtype=np.float32)[lay.limit_dofs], dtype)
-        Js.append(eye * sign[:, None])
+        dist, jac = joint_limits(sys, q)
+        Js.append(jac)
         margin = sys.jnt_margin[j]
         rs.append(dist - margin)
         solrefs.append(sys.jnt_solref[j])
         solimps.append(sys.jnt_solimp[j])
         As.append(sys.dof_invweight0[lay.limit_dofs])
-        flosses.append(jnp.zeros(lay.nlimit, dtype))
+        flosses.append(jnp.zeros(j.size, dtype))
+        actives.append(dist < margin)
+
+    if lay.limit_tendons.size:
+        # as joints: one row for the nearer limit, J = +ten_J at the lower, -ten_J at the upper
+        t = lay.limit_tendons
+        rng = sys.tendon_range[t]
+        lo, hi = ten_length[t] - rng[:, 0], rng[:, 1] - ten_length[t]
+        at_lo = lo < hi
+        dist = jnp.where(at_lo, lo, hi)
+        sign = jnp.where(at_lo, 1.0, -1.0).astype(dtype)
+        Js.append(ten_J[t] * sign[:, None])
+        margin = sys.tendon_margin[t]
+        rs.append(dist - margin)
+        solrefs.append(sys.tendon_solref_lim[t])
+        solimps.append(sys.tendon_solimp_lim[t])
+        As.append(sys.tendon_invweight0[t])
+        flosses.append(jnp.zeros(t.size, dtype))
         actives.append(dist < margin)
 
     if lay.row_con.size:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import brax_physics as bp
-from brax_physics._src import com, constraint, kinematics
+from brax_physics._src import com, constraint, kinematics, tendon
 from brax_physics._src import models_testutil as tm
 from brax_physics._src.collision.contact import collide
 
@@ -185,6 +185,28 @@ _HINGE = """<mujoco><worldbody><body><joint type='hinge' axis='0 1 0' range='-30
  solreflimit='0.05 0.8' solimplimit='0.5 0.99 0.02 0.4 2' frictionloss='0.3'
  solreffriction='0.03 1' solimpfriction='0.7 0.9 0.001 0.5 2'/>
 <geom type='capsule' fromto='0 0 0 .3 0 0' size='.03'/></body></worldbody></mujoco>"""
+# Limits ordered by joint id whatever the type: hinge, ball (with margin and its own solref/solimp),
+# slide, then a second ball whose quaternion has w < 0 (the rotation is taken the short way round).
+_BALLS = """<mujoco><option><flag contact='disable'/></option><worldbody>
+<body><joint type='hinge' axis='0 1 0' range='-30 45'/><geom type='capsule' fromto='0 0 0 .3 0 0' size='.03'/>
+  <body pos='.3 0 0'><joint type='ball' range='0 40' margin='0.02' solreflimit='0.03 0.9'
+    solimplimit='0.8 0.95 0.01 0.5 2'/><geom type='capsule' fromto='0 0 0 .2 0 0' size='.03'/>
+    <body pos='.2 0 0'><joint type='slide' axis='1 0 0' range='-0.1 0.1'/><geom size='.04'/></body>
+  </body>
+</body>
+<body pos='1 0 0'><joint type='ball' range='0 60'/>
+  <geom type='capsule' fromto='0 0 0 0 .1 -.3' size='.03'/></body>
+</worldbody></mujoco>"""
+
+
+def _axis_angle(axis: tuple[float, float, float], degrees: float) -> list[float]:
+    a = np.asarray(axis) / np.linalg.norm(axis)
+    h = np.deg2rad(degrees) / 2
+    return [np.cos(h), *(np.sin(h) * a)]
+
+
+_BALL_QPOS = [np.deg2rad(46), *_axis_angle((1, 2, -0.5), 39.5), 0.11,
+              *(-np.asarray(_axis_angle((-0.3, 1, 0.2), 61)))]
 _ROW_CASES = {
     "spheres": (_MANY, None),
     "margin_impratio": (
@@ -192,6 +214,7 @@ _ROW_CASES = {
     ),
     "limit_upper": (_HINGE, [np.deg2rad(45.5)]),
     "limit_lower": (_HINGE, [np.deg2rad(-30.3)]),
+    "limit_ball": (_BALLS, _BALL_QPOS),
 }
 
 
@@ -201,7 +224,8 @@ def _rows_jit(sys: bp.System, q: jax.Array, qd: jax.Array) -> tuple[constraint.R
     sub = com.subtree_com(sys, fr.xipos)
     cdof = com.cdof(sys, fr, sub)
     con = collide(sys, fr.geom_xpos, fr.geom_xmat)
-    rows = constraint.make_rows(sys, q, cdof, sub, con)
+    ten_length, ten_J = tendon.tendon(sys, q, fr, sub, cdof)
+    rows = constraint.make_rows(sys, q, cdof, sub, con, ten_length, ten_J)
     return rows, constraint.reference_acceleration(rows, qd), con.geom2
 
 
@@ -233,3 +257,38 @@ def test_rows_match_mujoco(case: str) -> None:
     atol = 1e-3 * np.max(np.abs(d.efc_aref))
     np.testing.assert_allclose(np.asarray(aref)[idx], d.efc_aref, rtol=2e-3, atol=atol)
     assert np.all(np.asarray(rows.D)[~act] == 0)
+
+
+# A pendulum on a ball joint swings into its cone limit; limit sensors read its row.
+_CONE = """<mujoco><option timestep='0.004'/><worldbody><body pos='0 0 1'>
+<joint name='cone' type='ball' range='0 25' margin='0.01'/>
+<geom type='capsule' fromto='0 0 0 .1 .05 -.3' size='.03'/></body></worldbody>
+<sensor><jointlimitpos joint='cone'/><jointlimitvel joint='cone'/><jointlimitfrc joint='cone'/></sensor>
+</mujoco>"""
+
+
+def test_ball_limit_trajectory_and_sensors_match_mujoco() -> None:
+    m = mujoco.MjModel.from_xml_string(_CONE)
+    sys = bp.from_mjmodel(m)
+    d = mujoco.MjData(m)
+    d.qpos[:] = _axis_angle((1, 0.3, 0), 20)
+    d.qvel[:] = (3.0, -1.0, 0.5)
+    q0, qd0 = jnp.asarray(d.qpos, jnp.float32), jnp.asarray(d.qvel, jnp.float32)
+    qs, sens = [], []
+    for _ in range(60):
+        mujoco.mj_step(m, d)
+        qs.append(d.qpos.copy())
+        sens.append(d.sensordata.copy())
+    sens_mj = np.stack(sens)
+    assert np.sum(sens_mj[:, 2] > 0) > 10  # the limit holds it for a while
+
+    def body(s: bp.State, _: None) -> tuple[bp.State, tuple[jax.Array, jax.Array]]:
+        s = bp.step(sys, s, jnp.zeros(0))
+        return s, (s.q, s.sensordata)
+
+    q, data = jax.jit(lambda s: jax.lax.scan(body, s, None, length=60)[1])(init_jit(sys, q0, qd0))
+    got = np.asarray(q, np.float64)
+    got *= np.sign(got[:, :1] * np.stack(qs)[:, :1])
+    np.testing.assert_allclose(got, np.stack(qs), atol=2e-4)
+    scale = np.max(np.abs(sens_mj), axis=0)
+    np.testing.assert_allclose(np.asarray(data), sens_mj, atol=1e-3 * scale.max(), rtol=0)

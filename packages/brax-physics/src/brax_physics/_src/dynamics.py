@@ -6,8 +6,9 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from brax_math import force_cross, inertia_mul
-from mujoco import mjtBias, mjtDisableBit
+import numpy as np
+from brax_math import force_cross, inertia_mul, normalize, quat_log, relative_quat
+from mujoco import mjtBias, mjtDisableBit, mjtJoint
 
 from brax_physics._src import linalg
 from brax_physics._src.com import mm
@@ -29,17 +30,59 @@ def rne(sys: System, cinert: jax.Array, cdof: jax.Array, cvel: jax.Array, cdof_d
     return jnp.sum(cdof * cfrc_sub[st.dof_body], axis=-1)
 
 
+def _rotation_spring(sys: System, jnts: np.ndarray, qpos: np.ndarray, q: jax.Array) -> jax.Array:
+    """(n, 3) spring torques of quaternion coordinates `qpos` (n, 4) of joints `jnts` (MuJoCo mju_subQuat).
+
+    The rotation vector from the rest orientation qpos_spring to normalize(q), in the joint's local
+    frame (the frame of its angular velocity), times -stiffness.
+    """
+    turn = relative_quat(sys.qpos_spring[qpos], normalize(q[qpos]))
+    return -sys.jnt_stiffness[jnts][:, None] * quat_log(turn)
+
+
 def passive(sys: System, q: jax.Array, qd: jax.Array) -> jax.Array:
-    """(nv,) passive force qfrc_passive: joint springs (hinge/slide) and dof dampers."""
+    """(nv,) passive force qfrc_passive: joint springs and dof dampers (MuJoCo mj_springdamper)."""
     st = structure(sys)
     frc = jnp.zeros(sys.nv, qd.dtype)
-    if not sys.opt.disableflags & mjtDisableBit.mjDSBL_SPRING and st.scalar_qpos.size:
+    springs = not sys.opt.disableflags & mjtDisableBit.mjDSBL_SPRING
+    if springs and st.scalar_qpos.size:
         jnts = st.scalar_jnt
         stretch = q[st.scalar_qpos] - sys.qpos_spring[st.scalar_qpos]
         frc = frc.at[st.scalar_dof].add(-sys.jnt_stiffness[jnts] * stretch)
+    # ball and free joints: only those with stiffness at load trace their springs
+    stiff = np.asarray(sys.jnt_hasstiffness, bool).reshape(-1)
+    ball = st.jnt_of_type[mjtJoint.mjJNT_BALL]
+    ball = ball[stiff[ball]] if springs else ball[:0]
+    if ball.size:
+        adr = np.asarray(sys.jnt_qposadr)[ball][:, None] + np.arange(4)
+        dof = np.asarray(sys.jnt_dofadr)[ball][:, None] + np.arange(3)
+        frc = frc.at[dof].add(_rotation_spring(sys, ball, adr, q))
+    free = st.jnt_of_type[mjtJoint.mjJNT_FREE]
+    free = free[stiff[free]] if springs else free[:0]
+    if free.size:
+        adr = np.asarray(sys.jnt_qposadr)[free][:, None] + np.arange(7)
+        dof = np.asarray(sys.jnt_dofadr)[free][:, None] + np.arange(6)
+        k = sys.jnt_stiffness[free][:, None]
+        lin = -k * (q[adr[:, :3]] - sys.qpos_spring[adr[:, :3]])
+        frc = frc.at[dof].add(jnp.concatenate([lin, _rotation_spring(sys, free, adr[:, 3:], q)], axis=-1))
     if not sys.opt.disableflags & mjtDisableBit.mjDSBL_DAMPER:
         frc = frc - sys.dof_damping * qd
     return frc
+
+
+def gravcomp(sys: System, xipos: jax.Array, subtree_com: jax.Array, cdof: jax.Array) -> jax.Array:
+    """(nv,) qfrc_gravcomp: each body's force −gravcomp·mass·gravity at its com (MuJoCo mj_gravcomp).
+
+    Zero when gravity is disabled; models without gravcomp at load (`ngravcomp == 0`) trace nothing.
+    """
+    st = structure(sys)
+    if not sys.ngravcomp or sys.opt.disableflags & mjtDisableBit.mjDSBL_GRAVITY:
+        return jnp.zeros(sys.nv, cdof.dtype)
+    force = -(sys.body_mass * sys.body_gravcomp)[:, None] * sys.opt.gravity[None, :]  # (nbody, 3)
+    # as a com-frame wrench [torque about the tree's com point; force], summed over each subtree
+    torque = jnp.cross(xipos - subtree_com[st.root], force)
+    wrench = mm(jnp.asarray(st.subtree), jnp.concatenate([torque, force], axis=-1))
+    return jnp.sum(cdof * wrench[st.dof_body], axis=-1)
 
 
 class Actuation(NamedTuple):

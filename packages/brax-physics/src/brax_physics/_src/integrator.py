@@ -33,17 +33,19 @@ def integrate_pos(sys: System, q: jax.Array, v: jax.Array, h: jax.Array) -> jax.
 
 def implicit_velocity(m: jax.Array, qd: jax.Array, qacc: jax.Array, qdv: jax.Array,
                       h: jax.Array) -> jax.Array:
-    """(nv,) new velocity v + h·(M − h·diag(qdv))⁻¹·M·a, `qdv` (nv,) the diagonal of d force / d qd.
+    """(nv,) new velocity v + h·(M − h·Q)⁻¹·M·a, Q = d force / d qd: `qdv` its (nv,) diagonal or (nv, nv).
 
-    Written as v + h·a + h²·M̂⁻¹(qdv ⊙ a), which is exactly v + h·a when qdv = 0 (no roundoff from
-    a second solve) and needs only a factor of M̂ = M − h·diag(qdv).
+    Written as v + h·a + h²·M̂⁻¹(Q a), which is exactly v + h·a when Q = 0 (no roundoff from
+    a second solve) and needs only a factor of M̂ = M − h·Q.
     """
-    m_hat = m - h * jnp.diag(qdv)
+    dense = qdv.ndim == 2
+    m_hat = m - h * (qdv if dense else jnp.diag(qdv))
     # Make M̂ depend on qacc, so its LAPACK factor cannot run next to the solves that produce
     # qacc: two batched LAPACK calls at once can deadlock jaxlib 0.10 (see `linalg`). Values are
     # unchanged (a NaN qacc makes qd NaN either way); XLA dropped an optimization_barrier here.
     m_hat = jnp.where(jnp.isnan(qacc[:1, None]), jnp.nan, m_hat)
-    return qd + h * qacc + (h * h) * solve(m_hat, factor(m_hat), qdv * qacc)
+    qa = jnp.matmul(qdv, qacc, precision=jax.lax.Precision.HIGHEST) if dense else qdv * qacc
+    return qd + h * qacc + (h * h) * solve(m_hat, factor(m_hat), qa)
 
 
 def rk4_combine(vs: list[jax.Array]) -> jax.Array:

@@ -75,8 +75,21 @@ def _joint_transforms(sys: System, st: Structure, q: jax.Array) -> tuple[jax.Arr
     return _take(jnp.concatenate(parts_pos), perm), _take(jnp.concatenate(parts_quat), perm)
 
 
-def kinematics(sys: System, q: jax.Array) -> Frames:
-    """World frames of bodies, joints, inertias and geoms at positions `q` (nq,)."""
+def mocap_bodies(sys: System) -> np.ndarray:
+    """(nmocap,) body of each mocap row (static)."""
+    ids = np.asarray(sys.body_mocapid, np.int32)
+    out = np.zeros(sys.nmocap, np.int32)
+    out[ids[ids >= 0]] = np.flatnonzero(ids >= 0)
+    return out
+
+
+def kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
+               mocap_quat: jax.Array | None = None) -> Frames:
+    """World frames of bodies, joints, inertias and geoms at positions `q` (nq,).
+
+    Mocap bodies sit at `mocap_pos` (nmocap, 3) / `mocap_quat` (nmocap, 4) (default: their model
+    body_pos/body_quat), as MuJoCo's mj_kinematics reads mjData's mocap_pos/mocap_quat.
+    """
     st = structure(sys)
     nbody, njnt = sys.nbody, sys.njnt
     jpos, jquat = _joint_transforms(sys, st, q)
@@ -85,6 +98,14 @@ def kinematics(sys: System, q: jax.Array) -> Frames:
     # every body's k-th joint; bodies without one take the identity row njnt, an exact no-op).
     # Remember the frame each joint sees (before its own motion) to place its anchor and axis.
     lpos, lquat = sys.body_pos, sys.body_quat
+    if sys.nmocap:
+        mb = mocap_bodies(sys)
+        mpos = _take(sys.body_pos, mb) if mocap_pos is None else mocap_pos
+        mquat = _take(sys.body_quat, mb) if mocap_quat is None else mocap_quat
+        pick = np.arange(nbody, dtype=np.int32)
+        pick[mb] = nbody + np.arange(sys.nmocap, dtype=np.int32)
+        lpos = _take(jnp.concatenate([lpos, mpos.astype(lpos.dtype)]), pick)
+        lquat = _take(jnp.concatenate([lquat, normalize(mquat.astype(lquat.dtype))]), pick)
     seen_pos, seen_quat = [], []
     pre_idx = np.full(njnt, len(st.jnt_slots) * nbody, np.int32)  # free joints: identity row
     for k, (bodies, jnts) in enumerate(st.jnt_slots):
@@ -160,3 +181,16 @@ def _where(mask: np.ndarray, a: jax.Array, b: jax.Array) -> jax.Array:
     if mask.all():
         return a
     return jnp.where(jnp.asarray(mask).reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)
+
+
+def site_xpos(sys: System, fr: Frames, sites: np.ndarray) -> jax.Array:
+    """(n, 3) world positions of `sites` (MuJoCo site_xpos).
+
+    Like geoms, a site whose frame MuJoCo's compiler found to coincide with its body's or inertial
+    frame (`site_sameframe`) copies that frame's position, as MuJoCo's mj_local2Global does.
+    """
+    b = np.asarray(sys.site_bodyid, np.int32)[sites]
+    sf = np.asarray(sys.site_sameframe, np.int32)[sites]
+    pos = fr.xpos[b] + rotate(sys.site_pos[sites], fr.xquat[b])
+    pos = _where(sf == int(mjtSameFrame.mjSAMEFRAME_INERTIA), fr.xipos[b], pos)
+    return _where(sf == int(mjtSameFrame.mjSAMEFRAME_BODY), fr.xpos[b], pos)

@@ -248,7 +248,7 @@ class Recipe(NamedTuple):
 
     row: str | None
     """'geom:box', 'body:…', 'jnt:…', 'dof:…'/'qpos:…' (a joint's), 'actuator:…', 'pair:…', 'site:…',
-    'sensor:…'; None: no rows."""
+    'sensor:…', 'tendon:…'; None: no rows."""
     cols: int | slice | None
     """Columns of the row (None: the whole row)."""
     change: Callable[[np.ndarray], np.ndarray]
@@ -324,6 +324,96 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
+# ---- gravity compensation ----
+# An arm (hinge shoulder, ball wrist) and a floating box, all with gravcomp and springs (the ball and
+# free joints' quaternion springs too); the wrist's gravcomp above 1 lifts it.
+SWEEPS["gravcomp"] = Sweep("""
+<mujoco model="gravcomp">
+  <option timestep="0.004"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="upper" pos="0 0 1" gravcomp="0.6">
+      <joint name="shoulder" type="hinge" axis="0 1 0" stiffness="0.5" springref="20"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+      <body name="lower" pos="0.3 0 0" gravcomp="1.5">
+        <joint name="wrist" type="ball" stiffness="0.8" damping="0.02"/>
+        <geom type="capsule" fromto="0 0 0 0 0.1 -0.25" size="0.025"/>
+      </body>
+    </body>
+    <body name="floater" pos="1 0 1" euler="10 20 30" gravcomp="0.5">
+      <joint name="float" type="free" stiffness="3" damping="0.1"/>
+      <geom type="box" size="0.1 0.07 0.05"/>
+    </body>
+  </worldbody>
+  <sensor><subtreecom body="upper"/></sensor>
+</mujoco>
+""", {"shoulder": (1.0,), "wrist": (0.5, -1.0, 0.3), "float": (0.2, 0.0, 0.1, 1.0, 0.0, -0.5)}, (), {})
+RECIPES.update({
+    "body_gravcomp": Recipe("body:lower", None, _set(0.3), "the lifted wrist now sags", sweep="gravcomp"),
+})
+
+
+# ---- tendons ----
+# A two-link arm: a fixed tendon couples shoulder and elbow (spring with a dead band, damper,
+# armature, friction loss); a spatial cord runs anchor -> upper arm, then, after a pulley (divisor
+# 2), anchor -> forearm, with a spring, a damper and a length limit the swinging arm runs into.
+SWEEPS["tendon"] = Sweep("""
+<mujoco model="tendon_sweep">
+  <option timestep="0.005"/>
+  <worldbody>
+    <site name="anchor" pos="0.3 0 1.4"/>
+    <body name="upper" pos="0 0 1">
+      <joint name="shoulder" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.4 0 0" size="0.04"/>
+      <site name="s_upper" pos="0.3 0 0"/>
+      <body name="lower" pos="0.4 0 0">
+        <joint name="elbow" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+        <site name="s_lower" pos="0.3 0 0"/>
+      </body>
+    </body>
+  </worldbody>
+  <tendon>
+    <fixed name="couple" stiffness="5" damping="0.3" springlength="-0.1 0.1" armature="0.02"
+           frictionloss="1">
+      <joint joint="shoulder" coef="1"/>
+      <joint joint="elbow" coef="-0.5"/>
+    </fixed>
+    <spatial name="cord" stiffness="30" springlength="0.3" damping="0.2" range="0 0.75">
+      <site site="anchor"/>
+      <site site="s_upper"/>
+      <pulley divisor="2"/>
+      <site site="anchor"/>
+      <site site="s_lower"/>
+    </spatial>
+  </tendon>
+  <sensor><jointpos joint="elbow"/></sensor>
+</mujoco>
+""", {"shoulder": (3.0,)}, (), {})
+RECIPES.update({
+    "wrap_prm": Recipe(None, 1, _set(-1.5), "the elbow's coefficient in the coupling", sweep="tendon"),
+    "tendon_stiffness": Recipe("tendon:cord", None, _set(80.0), "the cord's spring", sweep="tendon"),
+    "tendon_damping": Recipe("tendon:couple", None, _set(3.0), "the coupling's damper", sweep="tendon"),
+    "tendon_lengthspring": Recipe("tendon:couple", None, _set(0.0, 0.0), "the coupling's dead band closes",
+                                  sweep="tendon"),
+    "tendon_armature": Recipe("tendon:couple", None, _set(0.5), "inertia along the coupling", sweep="tendon"),
+    "tendon_range": Recipe("tendon:cord", 1, _set(0.72), "the cord's length limit", sweep="tendon"),
+    "tendon_margin": Recipe("tendon:cord", None, _set(0.05), "the cord's limit engages earlier",
+                            sweep="tendon"),
+    "tendon_solref_lim": Recipe("tendon:cord", None, _set(0.08, 0.4), "softer, bouncier cord limit",
+                                sweep="tendon"),
+    "tendon_solimp_lim": Recipe("tendon:cord", None, _set(0.5, 0.7, 0.05, 0.5, 2.0), "softer cord limit",
+                                sweep="tendon"),
+    "tendon_frictionloss": Recipe("tendon:couple", None, _set(0.3), "dry friction along the coupling",
+                                  sweep="tendon"),
+    "tendon_solref_fri": Recipe("tendon:couple", None, _set(0.2, 1.0),
+                                "the coupling's friction creeps faster", sweep="tendon"),
+    "tendon_solimp_fri": Recipe("tendon:couple", None, _set(0.3, 0.95, 0.001, 0.5, 2.0),
+                                "dmin sets the friction row's softness", sweep="tendon"),
+    "tendon_invweight0": Recipe("tendon:cord", None, _scale(10.0), "the cord limit's regularizer",
+                                sweep="tendon"),
+})
+
+
 def _leaf_fields(cls: type = System, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
     """(path, field) of every non-static field, recursing into nested dataclasses ('opt.gravity')."""
     hints = typing.get_type_hints(cls)
@@ -369,7 +459,8 @@ def _mj_field(m: Any, path: str) -> tuple[Any, str]:
 _OBJ = {"geom": mujoco.mjtObj.mjOBJ_GEOM, "body": mujoco.mjtObj.mjOBJ_BODY, "jnt": mujoco.mjtObj.mjOBJ_JOINT,
         "dof": mujoco.mjtObj.mjOBJ_JOINT, "qpos": mujoco.mjtObj.mjOBJ_JOINT,
         "actuator": mujoco.mjtObj.mjOBJ_ACTUATOR, "pair": mujoco.mjtObj.mjOBJ_PAIR,
-        "site": mujoco.mjtObj.mjOBJ_SITE, "sensor": mujoco.mjtObj.mjOBJ_SENSOR}
+        "site": mujoco.mjtObj.mjOBJ_SITE, "sensor": mujoco.mjtObj.mjOBJ_SENSOR,
+        "tendon": mujoco.mjtObj.mjOBJ_TENDON}
 
 
 def _index(m: Any, recipe: Recipe) -> tuple[Any, ...]:
@@ -456,6 +547,7 @@ def problems(path: str, r: Measure, visual: bool) -> list[str]:
 @pytest.mark.parametrize("sweep", list(SWEEPS))
 def test_unperturbed_model_matches_mujoco(sweep: str) -> None:
     assert distance(_ours_base(sweep), _mujoco_base(sweep)) <= 1
+    _swept.add(sweep)  # its rollout is compiled now
 
 
 @pytest.mark.parametrize("path", LEAVES)

@@ -21,12 +21,14 @@ from mujoco import (
     mjtObj,
     mjtSensor,
     mjtTrn,
+    mjtWrap,
 )
 
+from brax_physics._src import ray
 from brax_physics._src.collision.pairs import PairGroup, collision_pairs
 from brax_physics._src.mjenum import keyword
 from brax_physics._src.options_check import emit_option_warnings
-from brax_physics._src.sensor import FRAME_OBJECTS, STAGE
+from brax_physics._src.sensor import CONTACT_DATA, CONTACT_OBJECTS, CONTACT_REDUCE, FRAME_OBJECTS, STAGE
 from brax_physics._src.system import ModelRef, Options, System
 
 
@@ -60,7 +62,6 @@ def unsupported(m: Any) -> list[str]:
     errs: list[str] = []
     obj = mujoco.mjtObj
     for count, o, kind, tag, what in (
-        (m.ntendon, obj.mjOBJ_TENDON, "tendon", "tendon", "tendons are not supported"),
         (m.neq, obj.mjOBJ_EQUALITY, "equality", "equality", "equality constraints are not supported"),
         (m.nflex, obj.mjOBJ_FLEX, "flex", "flex", "flexes are not supported"),
         (m.nplugin, obj.mjOBJ_PLUGIN, "plugin", "plugin", "plugins are not supported"),
@@ -68,22 +69,16 @@ def unsupported(m: Any) -> list[str]:
         name = _namer(m, o, kind)
         errs += [f"{name(i)} (<{tag}>): {what}" for i in range(count)]
 
-    body = _namer(m, obj.mjOBJ_BODY, "body")
-    for b in range(m.nbody):
-        if m.body_gravcomp[b] != 0:
-            errs.append(f"{body(b)}: gravcomp={m.body_gravcomp[b]:g} is not supported")
-        if m.body_mocapid[b] >= 0:
-            errs.append(f"{body(b)}: mocap bodies are not supported")
+    errs += _unsupported_tendons(m)
 
     jnt = _namer(m, obj.mjOBJ_JOINT, "joint")
     for j in range(m.njnt):
         t = int(m.jnt_type[j])
-        if t in (mjtJoint.mjJNT_BALL, mjtJoint.mjJNT_FREE) and m.jnt_stiffness[j] != 0:
-            errs.append(f"{jnt(j)}: stiffness on a {keyword(mjtJoint, t)} joint is not supported")
-        if m.jnt_limited[j] and t == mjtJoint.mjJNT_BALL:
-            errs.append(f"{jnt(j)}: limited=true on a ball joint is not supported")
         if np.any(m.jnt_stiffnesspoly[j] != 0) or m.jnt_springyield[j] != 0:
             errs.append(f"{jnt(j)}: nonlinear or plastic springs are not supported")
+        if m.jnt_actgravcomp[j]:
+            errs.append(f"{jnt(j)}: actuatorgravcomp=true (gravity compensation through actuators) "
+                        "is not supported")
         if m.jnt_actfrclimited[j]:
             errs.append(f"{jnt(j)}: actuatorfrcrange is not supported")
         if t == mjtJoint.mjJNT_FREE and m.body_jntnum[m.jnt_bodyid[j]] != 1:
@@ -152,11 +147,34 @@ def unsupported(m: Any) -> list[str]:
     return errs
 
 
+def _unsupported_tendons(m: Any) -> list[str]:
+    """Messages for the tendon features of MjModel `m` that are not computed here, naming each tendon."""
+    errs: list[str] = []
+    name = _namer(m, mujoco.mjtObj.mjOBJ_TENDON, "tendon")
+    for i in range(m.ntendon):
+        adr, num = int(m.tendon_adr[i]), int(m.tendon_num[i])
+        types = [int(t) for t in m.wrap_type[adr : adr + num]]
+        fixed = types[0] == mjtWrap.mjWRAP_JOINT
+        where = f"{name(i)} (<{'fixed' if fixed else 'spatial'}>)"
+        if any(t in (mjtWrap.mjWRAP_SPHERE, mjtWrap.mjWRAP_CYLINDER) for t in types):
+            errs.append(f"{where}: wrapping around geoms is not supported (site paths and pulleys are)")
+        if fixed and any(int(m.jnt_type[m.wrap_objid[k]]) not in (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE)
+                         for k in range(adr, adr + num)):
+            errs.append(f"{where}: fixed tendons over ball or free joints are not supported")
+        if np.any(m.tendon_stiffnesspoly[i] != 0) or np.any(m.tendon_dampingpoly[i] != 0):
+            errs.append(f"{where}: nonlinear stiffness/damping is not supported")
+        if m.tendon_springyield[i] != 0 or m.tendon_plasticadr[i] >= 0:
+            errs.append(f"{where}: plastic springs are not supported")
+        if m.tendon_actfrclimited[i]:
+            errs.append(f"{where}: actuatorfrcrange is not supported")
+        if not fixed and m.tendon_armature[i] != 0:
+            # MuJoCo adds a bias force armature·(J̇·qvel)·J for spatial tendons (mj_tendonBias)
+            errs.append(f"{where}: armature on a spatial tendon is not supported (fixed tendons only)")
+    return errs
+
+
 # Sensor types MuJoCo has that are not computed here, and why (the others: "not supported").
 _SENSOR_WHY = {
-    **{t: "tendons are not supported" for t in (
-        mjtSensor.mjSENS_TENDONPOS, mjtSensor.mjSENS_TENDONVEL, mjtSensor.mjSENS_TENDONACTFRC,
-        mjtSensor.mjSENS_TENDONLIMITPOS, mjtSensor.mjSENS_TENDONLIMITVEL, mjtSensor.mjSENS_TENDONLIMITFRC)},
     mjtSensor.mjSENS_USER: "user sensors (MuJoCo's mjcb_sensor callback) are not supported",
     mjtSensor.mjSENS_PLUGIN: "plugin sensors are not supported",
 }
@@ -191,10 +209,56 @@ def _unsupported_sensors(m: Any) -> list[str]:
                 if int(typ) not in ok:
                     kind = keyword(mjtObj, int(typ))
                     errs.append(f"{where}: {what}={kind} is not supported (body, xbody, geom, site)")
+        if t == mjtSensor.mjSENS_RANGEFINDER:
+            errs += _unsupported_rangefinder(m, i, where)
+        if t == mjtSensor.mjSENS_CONTACT:
+            errs += [f"{where}: {e}" for e in _unsupported_contact_sensor(m, i)]
         if t in _ACTUATOR_SENSORS and m.sensor_dim[i] != 1:
             errs.append(f"{where}: actuators with {m.sensor_dim[i]} outputs are not supported")
         if m.sensor_delay[i] != 0 or m.sensor_interval[i, 0] != 0 or np.any(m.sensor_history[i] != 0):
             errs.append(f"{where}: sensor delay/interval/history is not supported")
+    return errs
+
+
+def _unsupported_rangefinder(m: Any, i: int, where: str) -> list[str]:
+    """Messages for rangefinder `i`: on a camera, or able to hit geoms rays cannot intersect here."""
+    if m.sensor_objtype[i] != mjtObj.mjOBJ_SITE:
+        return [f"{where}: rangefinders on a {keyword(mjtObj, int(m.sensor_objtype[i]))} are not supported "
+                "(only on a site)"]
+    body = np.asarray(m.geom_bodyid, np.int32)
+    seen = ray.keep(body, _geom_visible(m), np.asarray(m.body_weldid, np.int32)[body],
+                    np.asarray(m.geom_group, np.int32), None, True, int(m.site_bodyid[m.sensor_objid[i]]))
+    geom = _namer(m, mjtObj.mjOBJ_GEOM, "geom")
+    return [f"{where}: rays against {geom(int(g))} of type {keyword(mujoco.mjtGeom, int(m.geom_type[g]))} "
+            f"are not supported (only {', '.join(keyword(mujoco.mjtGeom, int(t)) for t in ray.PRIMITIVES)})"
+            for g in np.flatnonzero(seen) if int(m.geom_type[g]) not in ray.PRIMITIVES]
+
+
+def _geom_visible(m: Any) -> np.ndarray:
+    """(ngeom,) bool: MuJoCo's rays see the geom (alpha of its material's rgba, else its own, nonzero)."""
+    mat = np.asarray(m.geom_matid, np.int64)
+    alpha = np.asarray(m.geom_rgba, np.float64).reshape(m.ngeom, 4)[:, 3]
+    if m.nmat:
+        mat_alpha = np.asarray(m.mat_rgba, np.float64).reshape(m.nmat, 4)[np.maximum(mat, 0), 3]
+        alpha = np.where(mat >= 0, mat_alpha, alpha)
+    out: np.ndarray = alpha != 0
+    return out
+
+
+def _unsupported_contact_sensor(m: Any, i: int) -> list[str]:
+    """What contact sensor `i` of MjModel `m` asks for that is not computed here."""
+    errs = []
+    for what, typ in (("matching", m.sensor_objtype[i]), ("matching", m.sensor_reftype[i])):
+        if int(typ) not in CONTACT_OBJECTS:
+            errs.append(f"{what} by {keyword(mjtObj, int(typ))} is not supported (geom, body, subtree)")
+    if int(m.sensor_intprm[i, 0]) & ~CONTACT_DATA:
+        errs.append("data linvel/angvel is not supported (found, force, torque, dist, pos, normal, tangent)")
+    reduce = int(m.sensor_intprm[i, 1])
+    if reduce not in CONTACT_REDUCE:
+        name = {0: "none", 3: "netforce"}.get(reduce, str(reduce))
+        errs.append(f"reduce={name} is not supported (mindist, maxforce)")
+    if np.any(np.asarray(m.geom_gap) != 0) or np.any(np.asarray(m.pair_gap) != 0):
+        errs.append("contacts in the gap band (geom/pair gap > 0) are not counted here")
     return errs
 
 
@@ -215,6 +279,12 @@ def _ints(x: Any) -> tuple[int, ...]:
 
 def _bools(x: Any) -> tuple[bool, ...]:
     return tuple(bool(v) for v in np.asarray(x).reshape(-1))
+
+
+def _wrap_sidesites(m: Any) -> tuple[int, ...]:
+    """Side site of each wrap entry: the rounded wrap_prm of sphere/cylinder wraps, else -1."""
+    geom = np.isin(np.asarray(m.wrap_type), (int(mjtWrap.mjWRAP_SPHERE), int(mjtWrap.mjWRAP_CYLINDER)))
+    return tuple(round(float(p)) if g else -1 for p, g in zip(np.asarray(m.wrap_prm), geom, strict=True))
 
 
 def _model_ref(m: Any) -> ModelRef:
@@ -240,11 +310,12 @@ def from_mjmodel(m: Any) -> System:
         ls_iterations=int(o.ls_iterations), tolerance=float(o.tolerance), ls_tolerance=float(o.ls_tolerance),
     )
     obj = mujoco.mjtObj
+    nten = int(m.ntendon)
     return System(
         opt=opt,
         body_pos=_f32(m.body_pos), body_quat=_f32(m.body_quat), body_ipos=_f32(m.body_ipos),
         body_iquat=_f32(m.body_iquat), body_mass=_f32(m.body_mass), body_inertia=_f32(m.body_inertia),
-        body_invweight0=_f32(m.body_invweight0),
+        body_gravcomp=_f32(m.body_gravcomp), body_invweight0=_f32(m.body_invweight0),
         jnt_pos=_f32(m.jnt_pos), jnt_axis=_f32(m.jnt_axis), jnt_range=_f32(m.jnt_range),
         jnt_stiffness=_f32(m.jnt_stiffness), jnt_margin=_f32(m.jnt_margin), jnt_solref=_f32(m.jnt_solref),
         jnt_solimp=_f32(m.jnt_solimp),
@@ -268,10 +339,22 @@ def from_mjmodel(m: Any) -> System:
         actuator_forcerange=_f32(m.actuator_forcerange.reshape(m.nu, 2)),
         site_pos=_f32(m.site_pos.reshape(m.nsite, 3)), site_quat=_f32(m.site_quat.reshape(m.nsite, 4)),
         site_size=_f32(m.site_size.reshape(m.nsite, 3)), sensor_cutoff=_f32(m.sensor_cutoff),
+        wrap_prm=_f32(m.wrap_prm), tendon_range=_f32(m.tendon_range.reshape(nten, 2)),
+        tendon_margin=_f32(m.tendon_margin),
+        tendon_solref_lim=_f32(m.tendon_solref_lim.reshape(nten, mujoco.mjNREF)),
+        tendon_solimp_lim=_f32(m.tendon_solimp_lim.reshape(nten, mujoco.mjNIMP)),
+        tendon_frictionloss=_f32(m.tendon_frictionloss),
+        tendon_solref_fri=_f32(m.tendon_solref_fri.reshape(nten, mujoco.mjNREF)),
+        tendon_solimp_fri=_f32(m.tendon_solimp_fri.reshape(nten, mujoco.mjNIMP)),
+        tendon_stiffness=_f32(m.tendon_stiffness), tendon_damping=_f32(m.tendon_damping),
+        tendon_lengthspring=_f32(m.tendon_lengthspring.reshape(nten, 2)),
+        tendon_armature=_f32(m.tendon_armature), tendon_invweight0=_f32(m.tendon_invweight0),
         nq=int(m.nq), nv=int(m.nv), nu=int(m.nu), nbody=int(m.nbody), njnt=int(m.njnt), ngeom=int(m.ngeom),
-        nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata),
+        nsite=int(m.nsite), nsensor=int(m.nsensor), nsensordata=int(m.nsensordata), nmocap=int(m.nmocap),
+        ngravcomp=int(m.ngravcomp),
         body_parentid=_ints(m.body_parentid), body_rootid=_ints(m.body_rootid),
-        body_weldid=_ints(m.body_weldid), body_sameframe=_ints(m.body_sameframe),
+        body_weldid=_ints(m.body_weldid), body_mocapid=_ints(m.body_mocapid),
+        body_sameframe=_ints(m.body_sameframe),
         geom_sameframe=_ints(m.geom_sameframe),
         pair_solreffriction=tuple((float(a), float(b))
                                   for a, b in np.asarray(m.pair_solreffriction).reshape(-1, 2)),
@@ -279,11 +362,13 @@ def from_mjmodel(m: Any) -> System:
         body_dofadr=_ints(m.body_dofadr),
         jnt_type=_ints(m.jnt_type), jnt_qposadr=_ints(m.jnt_qposadr), jnt_dofadr=_ints(m.jnt_dofadr),
         jnt_bodyid=_ints(m.jnt_bodyid), jnt_limited=_bools(m.jnt_limited),
+        jnt_hasstiffness=_bools(np.asarray(m.jnt_stiffness) != 0),
         dof_bodyid=_ints(m.dof_bodyid), dof_jntid=_ints(m.dof_jntid), dof_parentid=_ints(m.dof_parentid),
-        dof_hasfrictionloss=_bools(np.asarray(m.dof_frictionloss) > 0),
+        dof_simplenum=_ints(m.dof_simplenum), dof_hasfrictionloss=_bools(np.asarray(m.dof_frictionloss) > 0),
         geom_type=_ints(m.geom_type), geom_bodyid=_ints(m.geom_bodyid), geom_contype=_ints(m.geom_contype),
         geom_conaffinity=_ints(m.geom_conaffinity), geom_condim=_ints(m.geom_condim),
         geom_priority=_ints(m.geom_priority), geom_dataid=_ints(m.geom_dataid),
+        geom_group=_ints(m.geom_group), geom_visible=_bools(_geom_visible(m)),
         actuator_trntype=_ints(m.actuator_trntype),
         actuator_trnid=tuple((int(a), int(b)) for a, b in np.asarray(m.actuator_trnid).reshape(m.nu, 2)),
         actuator_dyntype=_ints(m.actuator_dyntype), actuator_gaintype=_ints(m.actuator_gaintype),
@@ -295,9 +380,15 @@ def from_mjmodel(m: Any) -> System:
         sensor_objtype=_ints(m.sensor_objtype), sensor_objid=_ints(m.sensor_objid),
         sensor_reftype=_ints(m.sensor_reftype), sensor_refid=_ints(m.sensor_refid),
         sensor_dim=_ints(m.sensor_dim), sensor_adr=_ints(m.sensor_adr),
+        sensor_intprm=tuple(_ints(r) for r in np.asarray(m.sensor_intprm).reshape(m.nsensor, mujoco.mjNSENS)),
+        ntendon=nten, tendon_adr=_ints(m.tendon_adr), tendon_num=_ints(m.tendon_num),
+        tendon_limited=_bools(m.tendon_limited),
+        tendon_hasfrictionloss=_bools(np.asarray(m.tendon_frictionloss) > 0),
+        wrap_type=_ints(m.wrap_type), wrap_objid=_ints(m.wrap_objid), wrap_sidesite=_wrap_sidesites(m),
         contact_pairs=pairs,
         body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),
         geom_names=_names(m, obj.mjOBJ_GEOM, m.ngeom), actuator_names=_names(m, obj.mjOBJ_ACTUATOR, m.nu),
         site_names=_names(m, obj.mjOBJ_SITE, m.nsite), sensor_names=_names(m, obj.mjOBJ_SENSOR, m.nsensor),
+        tendon_names=_names(m, obj.mjOBJ_TENDON, nten),
         mj_model_ref=_model_ref(m),
     )

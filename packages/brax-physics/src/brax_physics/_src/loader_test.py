@@ -19,11 +19,10 @@ from brax_physics._src import models_testutil as tm
 @pytest.mark.parametrize(
     ("xml", "match"),
     [
-        (tm.WITH_TENDON, r"tendon 't1'.*tendons are not supported"),
+        (tm.WITH_TENDON, r"tendon 't1' \(<fixed>\): actuatorfrcrange is not supported"),
         (tm.WITH_EQUALITY, r"equality 'eq_jk'.*equality constraints are not supported"),
         (tm.WITH_FILTER_ACTUATOR, r"actuator 'a_filter': dyntype=filter is not supported"),
         (tm.WITH_SITE_ACTUATOR, r"actuator 'a_site': trntype=site is not supported"),
-        (tm.WITH_BALL_LIMIT, r"joint 'b': limited=true on a ball joint"),
         (tm.CONTACT_SCENE.replace('timestep="0.004"', 'timestep="0.004" cone="elliptic"'),
          r"cone=elliptic is not supported"),
         (tm.CONTACT_SCENE.replace('timestep="0.004"', 'timestep="0.004" noslip_iterations="2"'),
@@ -34,14 +33,27 @@ from brax_physics._src import models_testutil as tm
          r"integrator=implicit is not supported"),
         (tm.PENDULUM.replace('name="rod"', 'name="rod" fluidshape="ellipsoid"').replace(
             '<option timestep="0.01"/>', '<option density="1.2"/>'), r"geom 'rod': fluidshape=ellipsoid"),
-        (tm.PENDULUM.replace('name="pole"', 'name="pole" gravcomp="1"'), r"body 'pole': gravcomp=1"),
-        (tm.FREE_BODY.replace("<freejoint", '<joint type="free" stiffness="1"'),
-         r"stiffness on a free joint"),
+        (tm.PENDULUM.replace('name="pole"', 'name="pole" gravcomp="1"').replace(
+            'type="hinge"', 'type="hinge" actuatorgravcomp="true"'), r"joint 'hinge': actuatorgravcomp=true"),
     ],
 )
 def test_unsupported_features_raise_naming_the_element(xml: str, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         bp.load_mjcf(xml)
+
+
+@pytest.mark.parametrize(
+    "xml",
+    [
+        tm.WITH_BALL_LIMIT,
+        tm.PENDULUM.replace('name="pole"', 'name="pole" gravcomp="1"'),
+        tm.FREE_BODY.replace("<freejoint", '<joint type="free" stiffness="1"'),
+        tm.PENDULUM.replace('<body name="pole"', '<body name="target" mocap="true"/><body name="pole"'),
+    ],
+    ids=["ball_limit", "gravcomp", "free_stiffness", "mocap"],
+)
+def test_features_that_mujoco_mjx_has_load(xml: str) -> None:
+    assert bp.load_mjcf(xml).nbody > 1
 
 
 def test_load_from_path_resolves_includes(tmp_path: pathlib.Path) -> None:

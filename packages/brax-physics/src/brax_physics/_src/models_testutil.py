@@ -214,7 +214,8 @@ _BODY = """
 
 WITH_TENDON = f"""
 <mujoco><worldbody>{_BODY}</worldbody>
-  <tendon><fixed name="t1"><joint joint="j" coef="1"/><joint joint="k" coef="-1"/></fixed></tendon>
+  <tendon><fixed name="t1" actuatorfrcrange="-1 1"><joint joint="j" coef="1"/><joint joint="k" coef="-1"/>
+  </fixed></tendon>
 </mujoco>
 """
 

@@ -7,7 +7,8 @@ types, one (n, dim) array per type, with the sensors of a type computed together
 static index arrays (`layout`). `assemble` puts them in MuJoCo's order (`sys.sensor_adr`) and
 applies `sensor_cutoff`. Sensor noise is ignored, as MuJoCo's own `mj_step` ignores it.
 Definitions follow MuJoCo's engine_sensor.c (object frames and velocities as mj_objectVelocity and
-mj_objectAcceleration; force sensors read `cfrc_int` of mj_rnePostConstraint).
+mj_objectAcceleration; force sensors read `cfrc_int` of mj_rnePostConstraint; rangefinders and
+touch zones intersect rays with geoms as engine_ray.c, in `ray`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from brax_math import force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat, rotate
-from mujoco import mjtDataType, mjtDisableBit, mjtGeom, mjtObj, mjtSameFrame, mjtSensor, mjtStage
+from mujoco import (
+    mjtDataType,
+    mjtDisableBit,
+    mjtObj,
+    mjtRayDataField,
+    mjtSameFrame,
+    mjtSensor,
+    mjtStage,
+    mjtTrn,
+)
 
-from brax_physics._src import constraint
+from brax_physics._src import constraint, ray
 from brax_physics._src.com import mm
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.state import State
@@ -34,18 +44,20 @@ _S = mjtSensor
 POS_TYPES = (
     _S.mjSENS_MAGNETOMETER, _S.mjSENS_JOINTPOS, _S.mjSENS_ACTUATORPOS, _S.mjSENS_BALLQUAT, _S.mjSENS_FRAMEPOS,
     _S.mjSENS_FRAMEQUAT, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS, _S.mjSENS_FRAMEZAXIS,
-    _S.mjSENS_SUBTREECOM, _S.mjSENS_CLOCK, _S.mjSENS_JOINTLIMITPOS,
+    _S.mjSENS_SUBTREECOM, _S.mjSENS_CLOCK, _S.mjSENS_JOINTLIMITPOS, _S.mjSENS_RANGEFINDER,
+    _S.mjSENS_TENDONPOS, _S.mjSENS_TENDONLIMITPOS,
 )
 """Position-stage sensor types computed here."""
 VEL_TYPES = (
     _S.mjSENS_VELOCIMETER, _S.mjSENS_GYRO, _S.mjSENS_JOINTVEL, _S.mjSENS_ACTUATORVEL, _S.mjSENS_BALLANGVEL,
     _S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL, _S.mjSENS_SUBTREELINVEL, _S.mjSENS_SUBTREEANGMOM,
-    _S.mjSENS_JOINTLIMITVEL,
+    _S.mjSENS_JOINTLIMITVEL, _S.mjSENS_TENDONVEL, _S.mjSENS_TENDONLIMITVEL,
 )
 """Velocity-stage sensor types computed here."""
 ACC_TYPES = (
     _S.mjSENS_TOUCH, _S.mjSENS_ACCELEROMETER, _S.mjSENS_FORCE, _S.mjSENS_TORQUE, _S.mjSENS_ACTUATORFRC,
     _S.mjSENS_JOINTACTFRC, _S.mjSENS_FRAMELINACC, _S.mjSENS_FRAMEANGACC, _S.mjSENS_JOINTLIMITFRC,
+    _S.mjSENS_CONTACT, _S.mjSENS_TENDONACTFRC, _S.mjSENS_TENDONLIMITFRC,
 )
 """Acceleration-stage sensor types computed here."""
 STAGE: dict[int, int] = {
@@ -63,7 +75,13 @@ _RNE_POST = (_S.mjSENS_ACCELEROMETER, _S.mjSENS_FORCE, _S.mjSENS_TORQUE, _S.mjSE
              _S.mjSENS_FRAMEANGACC)
 
 Values = dict[int, jax.Array]
-"""Sensor values of one or more stages: `mjtSensor` code -> (n, dim) for that type's sensors."""
+"""Sensor values of one or more stages: `mjtSensor` code -> (n, dim) for that type's sensors
+(rangefinders, whose dims differ: their values concatenated, sensor by sensor)."""
+
+_R = mjtRayDataField
+RAY_FIELDS = ((_R.mjRAYDATA_DIST, 1), (_R.mjRAYDATA_DIR, 3), (_R.mjRAYDATA_ORIGIN, 3),
+              (_R.mjRAYDATA_POINT, 3), (_R.mjRAYDATA_NORMAL, 3), (_R.mjRAYDATA_DEPTH, 1))
+"""Rangefinder data fields and their widths, in sensordata order (bits of `sensor_intprm[i][0]`)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -255,7 +273,8 @@ def _actuators(sys: System, ids: np.ndarray) -> np.ndarray:
 def _limit_rows(sys: System, fwd: State,
                 ids: np.ndarray) -> tuple[np.ndarray, jax.Array, jax.Array, jax.Array]:
     """Limit rows of the joints sensed by `ids`: static index among the limit rows (-1: none) and, per
-    sensor, whether the row is active, its distance past the margin (dist - margin) and its sign.
+    sensor, whether the row is active, its distance past the margin (dist - margin) and its velocity
+    J·qd (MuJoCo's efc_pos - efc_margin and efc_vel).
 
     A joint has a row when it is limited and limits are enabled (`constraint.layout`); MuJoCo's
     limit sensors read 0 where its row is not instantiated (farther from the limit than the margin).
@@ -264,14 +283,62 @@ def _limit_rows(sys: System, fwd: State,
     jnt = np.asarray(sys.sensor_objid, np.int32)[ids]
     row = np.asarray([int(np.flatnonzero(lay.limit_jnts == j)[0]) if j in lay.limit_jnts else -1
                       for j in jnt], np.int32)
-    qpos = np.asarray(sys.jnt_qposadr, np.int32)[jnt]
-    rng = sys.jnt_range[jnt]
-    lo, hi = fwd.q[qpos] - rng[:, 0], rng[:, 1] - fwd.q[qpos]
-    dist = jnp.minimum(lo, hi)  # the nearer limit, as constraint.make_rows
-    over = dist - sys.jnt_margin[jnt]
+    if row.max() < 0:
+        zero = jnp.zeros(ids.size, fwd.qd.dtype)
+        return row, jnp.zeros(ids.size, bool), zero, zero
+    dist, jac = constraint.joint_limits(sys, fwd.q)
+    r = np.maximum(row, 0)
+    over = dist[r] - sys.jnt_margin[jnt]
     active = jnp.asarray(row >= 0) & (over < 0)
-    sign = jnp.where(lo < hi, 1.0, -1.0)
-    return row, active, over, sign
+    return row, active, over, jnp.sum(jac[r] * fwd.qd[None, :], axis=-1)
+
+
+def _rangefinder_candidates(sys: System, sites: np.ndarray) -> np.ndarray:
+    """(n, ngeom) bool: the geoms the rangefinders on `sites` can hit (MuJoCo's mj_ray with no group
+    mask, static geoms included and the site's own body excluded)."""
+    body = np.asarray(sys.site_bodyid, np.int32)[sites]
+    return np.stack([ray.candidates(sys, None, True, int(b)) for b in body]).reshape(len(sites), sys.ngeom)
+
+
+def _rangefinder(sys: System, fwd: State, ids: np.ndarray) -> jax.Array:
+    """Values of site rangefinders `ids`, concatenated: the ray from the site along its +z axis."""
+    sites = np.asarray(sys.sensor_objid, np.int32)[ids]
+    spec = np.asarray([sys.sensor_intprm[i][0] for i in ids], np.int64)
+    origin, mat = site_frames(sys, fwd, sites)
+    vec = mat[:, :, 2]
+    hit = ray.cast(sys, fwd.geom_xpos, fwd.geom_xmat, origin, vec, _rangefinder_candidates(sys, sites),
+                   normals=bool(np.any(spec & (1 << int(_R.mjRAYDATA_NORMAL)))))
+    dist = hit.dist[:, None]
+    on = dist >= 0
+    # every field for every sensor (MuJoCo's fill_raydata; a site's depth is its distance), then each
+    # sensor's fields by its bit mask
+    fields = {
+        _R.mjRAYDATA_DIST: dist, _R.mjRAYDATA_DIR: jnp.where(on, vec, 0.0), _R.mjRAYDATA_ORIGIN: origin,
+        _R.mjRAYDATA_POINT: jnp.where(on, origin + dist * vec, 0.0), _R.mjRAYDATA_NORMAL: hit.normal,
+        _R.mjRAYDATA_DEPTH: dist,
+    }
+    every = jnp.concatenate([fields[f] for f, _ in RAY_FIELDS], axis=1)
+    width = sum(w for _, w in RAY_FIELDS)
+    starts = np.cumsum([0] + [w for _, w in RAY_FIELDS])
+    cols = [np.concatenate([k * width + starts[j] + np.arange(w) for j, (f, w) in enumerate(RAY_FIELDS)
+                            if spec[k] & (1 << int(f))]) for k in range(ids.size)]
+    return every.reshape(-1)[np.concatenate(cols).astype(np.int32)]
+
+
+def _tendon_limit_rows(sys: System, fwd: State,
+                       ids: np.ndarray) -> tuple[np.ndarray, jax.Array, jax.Array, jax.Array]:
+    """As `_limit_rows`, for the tendons sensed by `ids`: static index among the tendon limit rows
+    (-1: none), whether the row is active, dist - margin, and the row's sign (+1 at the lower limit)."""
+    lay = constraint.layout(sys)
+    ten = np.asarray(sys.sensor_objid, np.int32)[ids]
+    row = np.asarray([int(np.flatnonzero(lay.limit_tendons == t)[0]) if t in lay.limit_tendons else -1
+                      for t in ten], np.int32)
+    rng = sys.tendon_range[ten]
+    length = fwd.ten_length[ten]
+    lo, hi = length - rng[:, 0], rng[:, 1] - length
+    over = jnp.minimum(lo, hi) - sys.tendon_margin[ten]  # the nearer limit, as constraint.make_rows
+    active = jnp.asarray(row >= 0) & (over < 0)
+    return row, active, over, jnp.where(lo < hi, 1.0, -1.0)
 
 
 def position(sys: System, fwd: State) -> Values:
@@ -311,6 +378,13 @@ def position(sys: System, fwd: State) -> Values:
             out[t] = jnp.broadcast_to(fwd.time, (ids.size, 1))
         elif t == _S.mjSENS_JOINTLIMITPOS:
             _, active, over, _ = _limit_rows(sys, fwd, ids)
+            out[t] = jnp.where(active, over, 0.0)[:, None]
+        elif t == _S.mjSENS_RANGEFINDER:
+            out[t] = _rangefinder(sys, fwd, ids)
+        elif t == _S.mjSENS_TENDONPOS:
+            out[t] = fwd.ten_length[objid][:, None]
+        elif t == _S.mjSENS_TENDONLIMITPOS:
+            _, active, over, _ = _tendon_limit_rows(sys, fwd, ids)
             out[t] = jnp.where(active, over, 0.0)[:, None]
     return out
 
@@ -361,8 +435,13 @@ def velocity(sys: System, fwd: State, cvel: jax.Array) -> Values:
         elif t == _S.mjSENS_BALLANGVEL:
             out[t] = fwd.qd[_dofs(sys, ids, 3)]
         elif t == _S.mjSENS_JOINTLIMITVEL:
-            _, active, _, sign = _limit_rows(sys, fwd, ids)
-            out[t] = jnp.where(active, sign * fwd.qd[_dofs(sys, ids, 1)[:, 0]], 0.0)[:, None]
+            _, active, _, vel = _limit_rows(sys, fwd, ids)
+            out[t] = jnp.where(active, vel, 0.0)[:, None]
+        elif t == _S.mjSENS_TENDONVEL:
+            out[t] = fwd.ten_velocity[objid][:, None]
+        elif t == _S.mjSENS_TENDONLIMITVEL:
+            _, active, _, sign = _tendon_limit_rows(sys, fwd, ids)
+            out[t] = jnp.where(active, sign * fwd.ten_velocity[objid], 0.0)[:, None]
         elif t in (_S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL):
             ang, lin = _object_motion(sys, fwd, cvel, objtype, objid, local=False)
             if _has_ref(sys, ids):
@@ -420,66 +499,73 @@ def cfrc_int(sys: System, fwd: State, cvel: jax.Array, cacc_: jax.Array) -> jax.
     return mm(jnp.asarray(st.subtree), body - cfrc_ext(sys, fwd))
 
 
-def _ray_quad(a: jax.Array, b: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Roots x0 <= x1 of a x² + 2 b x + c = 0, both -1 without real ones (MuJoCo ray_quad)."""
-    det = b * b - a * c
-    ok = (det >= 0) & (a >= MINVAL)
-    sq = jnp.sqrt(jnp.where(ok, det, 0.0))
-    a_ = jnp.where(ok, a, 1.0)
-    return jnp.where(ok, (-b - sq) / a_, -1.0), jnp.where(ok, (-b + sq) / a_, -1.0)
+CONTACT_OBJECTS = (mjtObj.mjOBJ_UNKNOWN, mjtObj.mjOBJ_GEOM, mjtObj.mjOBJ_BODY, mjtObj.mjOBJ_XBODY)
+"""Object types a contact sensor may match by (none, geom, body, subtree); sites are not supported."""
+CONTACT_REDUCE = {1: "mindist", 2: "maxforce"}
+"""Contact-sensor reductions computed here (sensor_intprm[1]); none and netforce are not supported."""
+CONTACT_DATA = 0b1111111
+"""Contact-sensor data fields computed here (bits of sensor_intprm[0]): found, force, torque, dist,
+pos, normal, tangent (not linvel, angvel)."""
 
 
-def _dot(x: jax.Array, y: jax.Array) -> jax.Array:
-    return jnp.sum(x * y, axis=-1)
+def _contact_match(sys: System, geom: np.ndarray, objtype: int, objid: int) -> np.ndarray:
+    """(ncon,) bool: contact slots whose geom `geom` (ncon,) is, or is on, the object (MuJoCo checkMatch)."""
+    body = np.asarray(sys.geom_bodyid, np.int32)[geom]
+    match: np.ndarray
+    if objtype == mjtObj.mjOBJ_UNKNOWN:
+        match = np.ones(geom.shape, bool)
+    elif objtype == mjtObj.mjOBJ_GEOM:
+        match = geom == objid
+    elif objtype == mjtObj.mjOBJ_BODY:
+        match = body == objid
+    else:  # subtree (MuJoCo's XBODY): the body or a descendant
+        match = structure(sys).subtree[objid][body] > 0
+    return match
 
 
-def _first(roots: tuple[jax.Array, jax.Array]) -> jax.Array:
-    """The smallest non-negative root, or a negative number if none (what MuJoCo's ray_quad returns)."""
-    x0, x1 = roots
-    return jnp.where(x0 >= 0, x0, x1)
-
-
-def _ray_hits(geom: int, size: jax.Array, p: jax.Array, v: jax.Array) -> jax.Array:
-    """bool (...): the ray from p along v (site frame, (..., 3)) meets a `geom`-type site (mju_rayGeom >= 0).
-
-    `size` (..., 3) is the site's size. A ray starting inside the solid meets its surface.
-    """
-    r, h = size[..., 0], size[..., 1]
-    if geom in (mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_ELLIPSOID):
-        s = 1.0 / (size * size) if geom == mjtGeom.mjGEOM_ELLIPSOID else 1.0 / (size[..., :1] * size[..., :1])
-        return _first(_ray_quad(_dot(s * v, v), _dot(s * v, p), _dot(s * p, p) - 1.0)) >= 0
-    hit = jnp.zeros(p.shape[:-1], bool)
-    if geom in (mjtGeom.mjGEOM_CAPSULE, mjtGeom.mjGEOM_CYLINDER):
-        # round side, between the flat ends (MuJoCo checks only the nearest crossing)
-        x = _first(_ray_quad(v[..., 0] ** 2 + v[..., 1] ** 2, v[..., 0] * p[..., 0] + v[..., 1] * p[..., 1],
-                             p[..., 0] ** 2 + p[..., 1] ** 2 - r * r))
-        hit = (x >= 0) & (jnp.abs(p[..., 2] + x * v[..., 2]) <= h)
-    if geom == mjtGeom.mjGEOM_CAPSULE:
-        for end in (1.0, -1.0):  # hemispherical caps
-            q = jnp.concatenate([p[..., :2], (p[..., 2] - end * h)[..., None]], axis=-1)
-            for x in _ray_quad(_dot(v, v), _dot(v, q), _dot(q, q) - r * r):
-                hit = hit | ((x >= 0) & (end * (p[..., 2] + x * v[..., 2]) >= h))
-        return hit
-    faces: tuple[tuple[int, tuple[int, int]], ...]
-    if geom == mjtGeom.mjGEOM_CYLINDER:
-        faces = ((2, (0, 1)),)
-    elif geom == mjtGeom.mjGEOM_BOX:
-        faces = ((0, (1, 2)), (1, (0, 2)), (2, (0, 1)))
+def _contact(sys: System, fwd: State, i: int) -> jax.Array:
+    """(sensor_dim[i],) contact sensor `i` (MuJoCo mjSENS_CONTACT): the `num` matching contacts with the
+    least distance or the largest force, each slot the fields of `dataspec`; normal and tangent
+    flipped (force and torque z negated) where the contact's geom order is opposite to the sensor's."""
+    dataspec, reduce, num = sys.sensor_intprm[i][:3]
+    dim = sys.sensor_dim[i]
+    dtype = fwd.qd.dtype
+    geom1 = np.concatenate([np.repeat(g.geom1, g.ncon_per_pair) for g in sys.contact_pairs.groups]
+                           ).astype(np.int32) if sys.contact_pairs.groups else np.zeros(0, np.int32)
+    geom2 = np.concatenate([np.repeat(g.geom2, g.ncon_per_pair) for g in sys.contact_pairs.groups]
+                           ).astype(np.int32) if sys.contact_pairs.groups else np.zeros(0, np.int32)
+    t1, id1 = int(sys.sensor_objtype[i]), int(sys.sensor_objid[i])
+    t2, id2 = int(sys.sensor_reftype[i]), int(sys.sensor_refid[i])
+    m11, m12 = _contact_match(sys, geom1, t1, id1), _contact_match(sys, geom2, t1, id1)
+    m21, m22 = _contact_match(sys, geom1, t2, id2), _contact_match(sys, geom2, t2, id2)
+    keep = (m11 | m12) & (m21 | m22)
+    unknown = int(mjtObj.mjOBJ_UNKNOWN)
+    if t1 != unknown and t2 != unknown:
+        flip = (m12 & m21) & ~(m11 & m22)
+    elif t1 != unknown:
+        flip = ~m11
+    elif t2 != unknown:
+        flip = ~m22
     else:
-        raise ValueError(f"no ray intersection for sites of mjtGeom type {geom}")
-    for axis, (i, j) in faces:  # flat faces
-        lv = v[..., axis]
-        usable = jnp.abs(lv) > MINVAL
-        extent = h if geom == mjtGeom.mjGEOM_CYLINDER else size[..., axis]
-        for side in (-1.0, 1.0):
-            x = (side * extent - p[..., axis]) / jnp.where(usable, lv, 1.0)
-            a, b = p[..., i] + x * v[..., i], p[..., j] + x * v[..., j]
-            if geom == mjtGeom.mjGEOM_CYLINDER:
-                inside = a * a + b * b <= r * r
-            else:
-                inside = (jnp.abs(a) <= size[..., i]) & (jnp.abs(b) <= size[..., j])
-            hit = hit | (usable & (x >= 0) & inside)
-    return hit
+        flip = np.zeros(keep.shape, bool)
+    cand = np.flatnonzero(keep).astype(np.int32)
+    if constraint.layout(sys).ncon == 0 or not cand.size:
+        return jnp.zeros(dim, dtype)
+    c = fwd.contact
+    active = c.active[cand]
+    nfound = jnp.sum(active).astype(dtype)
+    force = c.force[cand]
+    crit = c.dist[cand] if reduce == 1 else -jnp.sum(force[:, :3] ** 2, axis=-1)
+    k = min(int(num), cand.size)
+    pick = jnp.argsort(jnp.where(active, crit, jnp.inf), stable=True)[:k]
+    sign = jnp.where(jnp.asarray(flip[cand]), -1.0, 1.0).astype(dtype)[pick][:, None]
+    zflip = jnp.concatenate([jnp.ones((k, 2), dtype), sign], axis=-1)
+    frame = c.frame[cand][pick]
+    fields = (jnp.broadcast_to(nfound, (k, 1)), force[pick, :3] * zflip, force[pick, 3:] * zflip,
+              c.dist[cand][pick][:, None], c.pos[cand][pick], frame[:, 0] * sign, frame[:, 1] * sign)
+    rows = jnp.concatenate([f for j, f in enumerate(fields) if dataspec & (1 << j)], axis=-1)
+    rows = jnp.where((jnp.arange(k, dtype=dtype) < nfound)[:, None], rows, 0.0)
+    return jnp.concatenate([rows.reshape(-1), jnp.zeros(dim - rows.size, dtype)])
 
 
 def _touch(sys: System, fwd: State, ids: np.ndarray) -> jax.Array:
@@ -497,17 +583,17 @@ def _touch(sys: System, fwd: State, ids: np.ndarray) -> jax.Array:
     con = fwd.contact
     normal = con.force[cols, 0]
     # the ray runs along the force on the sensor's body: the contact normal points from geom1 to geom2
-    ray = con.frame[cols, 0][None, :, :] * jnp.where(jnp.asarray(on2[:, cols]), -1.0, 1.0)[:, :, None]
+    direction = con.frame[cols, 0][None, :, :] * jnp.where(jnp.asarray(on2[:, cols]), -1.0, 1.0)[:, :, None]
     pos, mat = site_frames(sys, fwd, sites)
     rel = con.pos[cols][None, :, :] - pos[:, None, :]
     lp = jnp.sum(mat[:, None, :, :] * rel[:, :, :, None], axis=2)  # (n, ncon, 3) in site axes
-    lv = jnp.sum(mat[:, None, :, :] * ray[:, :, :, None], axis=2)
+    lv = jnp.sum(mat[:, None, :, :] * direction[:, :, :, None], axis=2)
     size = jnp.broadcast_to(sys.site_size[sites][:, None, :], lp.shape)
     site_type = np.asarray(sys.site_type, np.int32)[sites]
     hit = jnp.zeros(lp.shape[:2], bool)
     for g in np.unique(site_type):
         rows = jnp.asarray(site_type == g)[:, None]
-        hit = hit | (rows & _ray_hits(int(g), size, lp, lv))
+        hit = hit | (rows & (ray.local_distance(int(g), size, lp, lv) >= 0))
     use = jnp.asarray((on1 | on2)[:, cols]) & hit & (normal > 0)[None, :]
     return jnp.sum(jnp.where(use, normal[None, :], 0.0), axis=1, keepdims=True)
 
@@ -558,6 +644,24 @@ def acceleration(sys: System, fwd: State, cvel: jax.Array, cdof_dot: jax.Array) 
                 out[t] = jnp.zeros((ids.size, 1), fwd.qd.dtype)
             else:
                 force = fwd.efc_force[constraint.layout(sys).nfloss + np.maximum(row, 0)]
+                out[t] = jnp.where(active, force, 0.0)[:, None]
+        elif t == _S.mjSENS_CONTACT:
+            out[t] = jnp.concatenate([_contact(sys, fwd, int(i)) for i in ids])
+        elif t == _S.mjSENS_TENDONACTFRC:
+            # the forces of the actuators that pull on the tendon (tendon transmissions)
+            through = (np.asarray(sys.actuator_trntype, np.int32)[None, :] == int(mjtTrn.mjTRN_TENDON)) & (
+                np.asarray([a for a, _ in sys.actuator_trnid], np.int32).reshape(1, -1) == objid[:, None])
+            if through.any():
+                out[t] = mm(jnp.asarray(through, fwd.qd.dtype), fwd.actuator_force)[:, None]
+            else:
+                out[t] = jnp.zeros((ids.size, 1), fwd.qd.dtype)
+        elif t == _S.mjSENS_TENDONLIMITFRC:
+            row, active, _, _ = _tendon_limit_rows(sys, fwd, ids)
+            if row.max() < 0:
+                out[t] = jnp.zeros((ids.size, 1), fwd.qd.dtype)
+            else:
+                lay = constraint.layout(sys)
+                force = fwd.efc_force[lay.nfloss + lay.limit_jnts.size + np.maximum(row, 0)]
                 out[t] = jnp.where(active, force, 0.0)[:, None]
     return out
 

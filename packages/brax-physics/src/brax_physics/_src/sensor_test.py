@@ -328,8 +328,8 @@ def test_disabled_sensors_keep_their_values() -> None:
 @pytest.mark.parametrize(
     ("sensor", "extra", "match"),
     [
-        ('<rangefinder name="rf" site="s"/>', "",
-         r"sensor 'rf' \(<rangefinder>\): rangefinder sensors are not supported"),
+        ('<rangefinder name="rf" camera="cam"/>', '<camera name="cam" resolution="4 3"/>',
+         r"sensor 'rf' \(<rangefinder>\): rangefinders on a camera are not supported"),
         ('<framepos objtype="camera" objname="cam"/>', '<camera name="cam"/>',
          r"sensor #0 \(<framepos>\): objtype=camera is not supported"),
         ('<framequat name="fq" objtype="site" objname="s" reftype="camera" refname="cam"/>',

@@ -16,11 +16,12 @@ from brax_physics._src.collision.contact import Contact
 class State:
     """Dynamic state of a `System` (all leaves).
 
-    Position-stage fields (`x`, `xanchor` ... `mass_matrix_factor`) and `xd` always describe the
-    current `q`/`qd`. Force and acceleration fields (`qfrc_*`, `actuator_force`, `qacc*`, `ctrl`)
-    and `sensordata` describe the transition that produced this state: after `step` they were
-    evaluated at the previous `q`/`qd` (and time) with the control passed to `step` (as MuJoCo's
-    `mjData` after `mj_step`); after `init` they are evaluated at the initial `q`/`qd` with zero control.
+    Position-stage fields (`x`, `xanchor` ... `mass_matrix_factor`, `ten_length`, `ten_J`) and `xd`
+    always describe the current `q`/`qd`. Force and acceleration fields (`qfrc_*`, `actuator_force`,
+    `qacc*`, `ctrl`), `ten_velocity` and `sensordata` describe the transition that produced this
+    state: after `step` they were evaluated at the previous `q`/`qd` (and time) with the control
+    passed to `step` (as MuJoCo's `mjData` after `mj_step`); after `init` they are evaluated at the
+    initial `q`/`qd` with zero control.
     Frames are MuJoCo's: arrays indexed by body include the world body 0.
     """
 
@@ -28,6 +29,11 @@ class State:
     """(nq,) generalized positions (MuJoCo qpos)."""
     qd: jax.Array
     """(nv,) generalized velocities (MuJoCo qvel)."""
+    mocap_pos: jax.Array
+    """(nmocap, 3) positions of the mocap bodies in the world (MuJoCo mocap_pos); kinematics reads
+    them in place of `body_pos`, `step` carries them unchanged: set them with `state.replace`."""
+    mocap_quat: jax.Array
+    """(nmocap, 4) orientations of the mocap bodies (MuJoCo mocap_quat, normalized when read)."""
     x: Transform
     """(nbody,) body frames in the world (MuJoCo xpos, xquat)."""
     xd: Motion
@@ -63,7 +69,7 @@ class State:
     qfrc_bias: jax.Array
     """(nv,) Coriolis, centrifugal and gravity forces (c in M qacc + c = f)."""
     qfrc_passive: jax.Array
-    """(nv,) spring and damper forces."""
+    """(nv,) passive forces: springs, dampers, gravity compensation and fluid forces."""
     qfrc_actuator: jax.Array
     """(nv,) actuator forces in joint space."""
     qacc_smooth: jax.Array
@@ -85,6 +91,15 @@ class State:
     """(nsensordata,) sensor values in MuJoCo's layout (`sys.sensor_adr`), after `sensor_cutoff`; all
     stages at the last transition's start, as `mjData.sensordata` after `mj_step` (look values up by
     name with `brax_physics.sensor`). Unchanged by `step` when sensors are disabled (mjDSBL_SENSOR)."""
+
+    ten_length: jax.Array
+    """(ntendon,) tendon lengths at the current `q` (MuJoCo ten_length)."""
+    ten_J: jax.Array  # noqa: N815 (MuJoCo's name)
+    """(ntendon, nv) tendon Jacobians d ten_length / d qd at the current `q` (MuJoCo ten_J, dense)."""
+    ten_velocity: jax.Array
+    """(ntendon,) tendon velocities ten_J·qd of the last transition: evaluated at the previous `q`/`qd`
+    like the force fields, as MuJoCo's `ten_velocity` after `mj_step` (after `init`: at the initial
+    `q`/`qd`)."""
 
     def replace(self, **changes: Any) -> State:
         """Copy with the given fields replaced."""

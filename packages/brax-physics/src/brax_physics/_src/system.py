@@ -112,6 +112,9 @@ class System:
     """(nbody,) mass."""
     body_inertia: jax.Array
     """(nbody, 3) principal moments of inertia in the inertial frame."""
+    body_gravcomp: jax.Array
+    """(nbody,) gravity compensation: the fraction of the body's weight cancelled by a force at its com
+    (read when `ngravcomp`)."""
     body_invweight0: jax.Array
     """(nbody, 2) mean inverse inertia (translation, rotation) at qpos0, from MuJoCo."""
     jnt_pos: jax.Array
@@ -154,7 +157,8 @@ class System:
     geom_friction: jax.Array
     """(ngeom, 3) sliding, torsional, rolling friction."""
     geom_rgba: jax.Array = dataclasses.field(metadata={"visual": True})
-    """(ngeom, 4) color (renderers read it; the physics does not, as in MuJoCo)."""
+    """(ngeom, 4) color (renderers read it; the physics does not: rays skip the geoms whose alpha was 0
+    at load, `geom_visible`, and changing it later does not hide or show a geom to them)."""
     geom_margin: jax.Array
     """(ngeom,) contact margin; a pair's margin is the sum of its geoms' (mixed every step)."""
     geom_gap: jax.Array
@@ -196,6 +200,33 @@ class System:
     """(nsite, 3) site geometry size (the zone of touch sensors)."""
     sensor_cutoff: jax.Array
     """(nsensor,) clamp of real (both sides) and positive (above) sensor values; 0: none."""
+    wrap_prm: jax.Array
+    """(nwrap,) wrap parameter: a fixed tendon's joint coefficient, a pulley's divisor (the side-site
+    ids of geom wraps are structure: `wrap_sidesite`)."""
+    tendon_range: jax.Array
+    """(ntendon, 2) tendon length limits, applied where `tendon_limited`."""
+    tendon_margin: jax.Array
+    """(ntendon,) limit margin."""
+    tendon_solref_lim: jax.Array
+    """(ntendon, 2) limit solref."""
+    tendon_solimp_lim: jax.Array
+    """(ntendon, 5) limit solimp."""
+    tendon_frictionloss: jax.Array
+    """(ntendon,) dry friction loss; rows exist for the tendons with frictionloss > 0 at load (as dofs')."""
+    tendon_solref_fri: jax.Array
+    """(ntendon, 2) friction-loss solref."""
+    tendon_solimp_fri: jax.Array
+    """(ntendon, 5) friction-loss solimp."""
+    tendon_stiffness: jax.Array
+    """(ntendon,) spring stiffness."""
+    tendon_damping: jax.Array
+    """(ntendon,) damping along the tendon."""
+    tendon_lengthspring: jax.Array
+    """(ntendon, 2) spring dead band [lower, upper]: no spring force between them."""
+    tendon_armature: jax.Array
+    """(ntendon,) inertia along the tendon (armature·JᵀJ on the mass matrix)."""
+    tendon_invweight0: jax.Array
+    """(ntendon,) inverse inertia along the tendon at qpos0, from MuJoCo (limit/friction regularizer)."""
 
     # ---- sizes, structure and type codes (static) ----
     nq: int = dataclasses.field(metadata=_STATIC)
@@ -216,12 +247,20 @@ class System:
     """Number of sensors."""
     nsensordata: int = dataclasses.field(metadata=_STATIC)
     """Length of `State.sensordata` (sum of `sensor_dim`)."""
+    ngravcomp: int = dataclasses.field(metadata=_STATIC)
+    """Number of bodies with nonzero gravcomp at load; 0: no gravity compensation is traced (give a
+    body a nonzero gravcomp in the MJCF to randomize `body_gravcomp`)."""
+    nmocap: int = dataclasses.field(metadata=_STATIC)
+    """Number of mocap bodies (rows of `State.mocap_pos`/`mocap_quat`)."""
     body_parentid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Parent body id (world's parent is itself)."""
     body_rootid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Id of the body's ancestor that is a child of the world."""
     body_weldid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Id of the top body of the body's rigid (joint-free) group."""
+    body_mocapid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Row of each body in `State.mocap_pos`/`mocap_quat` (-1: not a mocap body). A mocap body is a
+    joint-free child of the world whose pose is the state's mocap_pos/quat instead of body_pos/quat."""
     body_sameframe: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """`mujoco.mjtSameFrame` of each inertial frame: BODY (body frame) or BODYROT (body orientation)
     make kinematics copy the body's frame instead of reading `body_ipos`/`body_iquat`, as MuJoCo's does."""
@@ -243,12 +282,18 @@ class System:
     """Body of each joint."""
     jnt_limited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether the joint range is enforced."""
+    jnt_hasstiffness: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether the joint's stiffness was nonzero at load: ball and free joints trace their quaternion
+    springs only then (give them a stiffness in the MJCF to randomize `jnt_stiffness`)."""
     dof_bodyid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Body of each dof."""
     dof_jntid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Joint of each dof."""
     dof_parentid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Parent dof in the kinematic tree (-1 for none)."""
+    dof_simplenum: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """MuJoCo's count of consecutive "simple" dofs from each dof (nonzero: its M row holds only the
+    diagonal, so MuJoCo drops tendon armature and implicit damping couplings to it)."""
     dof_hasfrictionloss: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether the dof has a friction-loss constraint row (frictionloss > 0 at load time)."""
     geom_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
@@ -271,6 +316,11 @@ class System:
     until elliptic cones are supported: only their friction rows read it."""
     geom_dataid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Mesh/hfield id (-1 for primitives)."""
+    geom_group: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Geom group (0..5 for MuJoCo's visibility masks; rays filter on it when given a `geomgroup`)."""
+    geom_visible: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether rays (MuJoCo mj_ray, rangefinders) can hit the geom: the alpha of its rgba, or of its
+    material's rgba if it has a material, was nonzero at load (MuJoCo's rays skip invisible geoms)."""
     actuator_trntype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """`mujoco.mjtTrn` code (only joint is supported)."""
     actuator_trnid: tuple[tuple[int, int], ...] = dataclasses.field(metadata=_STATIC)
@@ -308,6 +358,26 @@ class System:
     """Number of values of each sensor."""
     sensor_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Address of each sensor's first value in `State.sensordata`."""
+    sensor_intprm: tuple[tuple[int, ...], ...] = dataclasses.field(metadata=_STATIC)
+    """(nsensor, mjNSENS) integer parameters: a rangefinder's [i][0] is its `mujoco.mjtRayDataField` bit
+    mask (which of distance, direction, origin, point, normal, depth it reports); a contact sensor's
+    [i][:3] are its dataspec, reduce and num."""
+    ntendon: int = dataclasses.field(metadata=_STATIC)
+    """Number of tendons."""
+    tendon_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """First wrap entry of each tendon."""
+    tendon_num: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Number of wrap entries of each tendon."""
+    tendon_limited: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether the tendon's length range is enforced (a limit constraint row)."""
+    tendon_hasfrictionloss: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
+    """Whether the tendon has a friction-loss constraint row (frictionloss > 0 at load time)."""
+    wrap_type: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """`mujoco.mjtWrap` code of each wrap entry: joint (fixed tendons), site, pulley, sphere, cylinder."""
+    wrap_objid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Joint, site or geom id of each wrap entry (-1 for pulleys)."""
+    wrap_sidesite: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Side site of each geom wrap entry (-1: none, and for every other entry)."""
     contact_pairs: CollisionPairs = dataclasses.field(metadata=_STATIC)
     """Collision candidates: which geom pairs, their condim and collider (static, built at load);
     their parameters are mixed from the `geom_*` and `pair_*` leaves every step."""
@@ -323,6 +393,8 @@ class System:
     """Site names ('' if unnamed)."""
     sensor_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Sensor names ('' if unnamed; `brax_physics.sensor` looks values up by them)."""
+    tendon_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
+    """Tendon names ('' if unnamed)."""
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 

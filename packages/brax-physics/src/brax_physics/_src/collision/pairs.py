@@ -96,6 +96,8 @@ def _body_pair_filtered(m: mujoco.MjModel, b1: int, b2: int, filterparent: bool)
     w1, w2 = int(m.body_weldid[b1]), int(m.body_weldid[b2])
     if w1 == w2:
         return True
+    if m.body_dofnum[w1] == 0 and m.body_dofnum[w2] == 0:
+        return True  # both dof-less (world, static or mocap): no force can move either
     wp1 = int(m.body_weldid[m.body_parentid[w1]])
     wp2 = int(m.body_weldid[m.body_parentid[w2]])
     # Children of the world still collide with world geoms (the world exception).
