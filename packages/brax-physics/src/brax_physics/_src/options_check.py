@@ -30,7 +30,6 @@ class OptionWarning(UserWarning):
 
 
 # Reasons shared by several entries.
-_CONVEX = "read only by MuJoCo's general convex collider, which no supported pair uses"
 _OVERRIDE = "read only with flag override, which is refused"
 _SDF = "read only by SDF colliders, whose pairs are refused"
 
@@ -41,7 +40,7 @@ OPTIONS: dict[str, tuple[Status, str]] = {
     "ls_tolerance": ("warned", "pyramidal: our line search is exact (_line_search_note); elliptic: "
                      "solver._line_search_cone"),
     "noslip_tolerance": ("irrelevant", "read only by the noslip solver; noslip_iterations > 0 is refused"),
-    "ccd_tolerance": ("irrelevant", _CONVEX),
+    "ccd_tolerance": ("honoured", "collision.convex (GJK and EPA tolerance)"),
     "sleep_tolerance": ("irrelevant", "read only when sleeping, and the sleep flag is refused"),
     "gravity": ("honoured", "dynamics.rne"),
     "wind": ("honoured", "fluid.fluid"),
@@ -60,7 +59,7 @@ OPTIONS: dict[str, tuple[Status, str]] = {
     "ls_iterations": ("warned", "pyramidal: our line search is exact (_line_search_note); elliptic: "
                       "solver._line_search_cone"),
     "noslip_iterations": ("refused", "loader.unsupported when > 0"),
-    "ccd_iterations": ("irrelevant", _CONVEX),
+    "ccd_iterations": ("honoured", "collision.convex (GJK and EPA iteration cap)"),
     "disableflags": ("honoured", "bit by bit, see DISABLE_FLAGS"),
     "enableflags": ("honoured", "bit by bit, see ENABLE_FLAGS"),
     "disableactuator": ("refused", "loader.unsupported when nonzero"),
@@ -90,11 +89,13 @@ DISABLE_FLAGS: dict[str, tuple[Status, str]] = {
     # MuJoCo resets a diverged state (NaN or |value| > 1e10) to qpos0; we never do (physics keeps the
     # NaN, envs mark it done), so only runs that already diverged differ, whatever the flag says.
     "autoreset": ("irrelevant", "acts only on a diverged state"),
-    "nativeccd": ("irrelevant", _CONVEX),
+    "nativeccd": ("refused", "collision.pairs.collision_pairs, for models with general convex pairs"),
     # Islands split the solve into independent blocks with the same optimum; only the stopping
     # test's scaling changes, so results agree to within the solver tolerance.
     "island": ("irrelevant", "same optimum, solved block by block"),
-    "multiccd": ("irrelevant", _CONVEX),
+    # Disabled, MuJoCo gives the one contact per convex pair this collider gives; enabled (its
+    # default) it adds contacts where flat faces or edges of capsule/cylinder/box pairs touch.
+    "multiccd": ("honoured", "collision.convex: always one contact per pair (see its docstring)"),
 }
 """Every `mjtDisableBit`: its class and where it is honoured, or why it is irrelevant."""
 

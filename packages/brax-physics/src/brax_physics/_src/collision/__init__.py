@@ -1,8 +1,9 @@
 """Collision detection: load-time candidate pairs, per-pair narrow phase, batched `collide`."""
 
 from brax_physics._src.collision.contact import Contact, collide
+from brax_physics._src.collision.convex import COLLIDERS
 from brax_physics._src.collision.pairs import CollisionPairs, PairGroup, collision_pairs, dynamic_pairs
-from brax_physics._src.collision.primitives import COLLIDERS, NO_CONTACT, make_frame
+from brax_physics._src.collision.primitives import NO_CONTACT, make_frame
 
 __all__ = [
     "COLLIDERS",

@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 from mujoco import mjtGeom
 
+from brax_physics._src.collision.convex import COLLIDERS, CONVEX_PAIRS, convex_collider
 from brax_physics._src.collision.pairs import PairGroup
-from brax_physics._src.collision.primitives import COLLIDERS
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.system import System
 
@@ -145,6 +145,9 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
     parts: list[dict[str, jax.Array]] = []
     for g in sys.contact_pairs.groups:
         fn, k = COLLIDERS[(g.type1, g.type2)]
+        if (g.type1, g.type2) in CONVEX_PAIRS:
+            fn = convex_collider(g.type1, g.type2, sys.contact_pairs.ccd_iterations,
+                                 sys.contact_pairs.ccd_tolerance)
         i1, i2 = g.geom1, g.geom2
         prm = _mix(sys, g)
         # Colliders cap their contact count with MuJoCo's detection threshold margin + gap.

@@ -13,7 +13,7 @@ import dataclasses
 import mujoco
 import numpy as np
 
-from brax_physics._src.collision.primitives import COLLIDERS
+from brax_physics._src.collision.convex import COLLIDERS, CONVEX_PAIRS
 from brax_physics._src.mjenum import keyword
 
 
@@ -55,13 +55,18 @@ class CollisionPairs:
 
     groups: tuple[PairGroup, ...]
     """One group per (type1, type2) present, in ascending type order."""
+    ccd_iterations: int = 35
+    """MuJoCo's `opt.ccd_iterations`: GJK and EPA iteration cap of the general convex collider."""
+    ccd_tolerance: float = 1e-6
+    """MuJoCo's `opt.ccd_tolerance`: GJK and EPA tolerance of the general convex collider."""
 
     def _key(self) -> tuple[object, ...]:
-        return tuple(
+        groups = tuple(
             (g.type1, g.type2, g.ncon_per_pair, *(a.tobytes() for a in (g.geom1, g.geom2, g.condim, g.pair_id,
                                                                           g.winner)))
             for g in self.groups
         )
+        return (self.ccd_iterations, self.ccd_tolerance, *groups)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, CollisionPairs) and self._key() == other._key()
@@ -167,6 +172,10 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
     for g1, g2 in dynamic_pairs(m):
         add(g1, g2, -1)
 
+    if m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_NATIVECCD and any(k in CONVEX_PAIRS for k in rows):
+        key = next(k for k in sorted(rows) if k in CONVEX_PAIRS)
+        raise ValueError(f"option flag nativeccd='disable' (libccd) is not supported for the "
+                         f"{_pair_name(key)} pairs of this model: they use MuJoCo's native GJK/EPA")
     groups = []
     for key in sorted(rows):
         r = np.asarray(rows[key], np.int32).reshape(-1, 5)
@@ -175,4 +184,5 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
             geom1=r[:, 0].copy(), geom2=r[:, 1].copy(), condim=r[:, 2].copy(), pair_id=r[:, 3].copy(),
             winner=r[:, 4].copy(),
         ))
-    return CollisionPairs(groups=tuple(groups))
+    return CollisionPairs(groups=tuple(groups), ccd_iterations=int(m.opt.ccd_iterations),
+                          ccd_tolerance=float(m.opt.ccd_tolerance))

@@ -188,9 +188,10 @@ def test_gap_contacts_are_inactive() -> None:
 
 
 def test_unsupported_pair_names_both_geoms() -> None:
-    xml = """<mujoco><worldbody><body><freejoint/><geom name="egg" type="ellipsoid" size=".1 .2 .3"/></body>
+    xml = """<mujoco><asset><mesh name="tet" vertex="0 0 0 .1 0 0 0 .1 0 0 0 .1"/></asset><worldbody>
+      <body><freejoint/><geom name="egg" type="mesh" mesh="tet"/></body>
       <body><freejoint/><geom name="ball" type="sphere" size=".1"/></body></worldbody></mujoco>"""
-    with pytest.raises(ValueError, match=r"sphere-ellipsoid.*'ball'.*'egg'"):
+    with pytest.raises(ValueError, match=r"sphere-mesh.*'ball'.*'egg'"):
         collision_pairs(mujoco.MjModel.from_xml_string(xml))
 
 
