@@ -135,6 +135,9 @@ class _Cone(NamedTuple):
     middle: jax.Array
 
 
+_APEX = 1e-10  # tangential residual below which a cone counts as at its apex (see `_cone`)
+
+
 def _cone(p: Problem, idx: np.ndarray, jar: jax.Array) -> _Cone:
     assert p.mu is not None
     scale = p.mu[..., idx]
@@ -145,6 +148,9 @@ def _cone(p: Problem, idx: np.ndarray, jar: jax.Array) -> _Cone:
     T = jnp.where(tpos, jnp.sqrt(jnp.where(tpos, tt, 1.0)), 0.0)
     top = mu * T <= N
     bottom = ~top & (mu * N + T <= 0)
+    # the middle zone at the cone's apex (T ~ 0, so -T/mu < N < mu·T ~ 0 too): its 1/T and 1/T³
+    # overflow in float32 while its cost and force vanish, so count it as inside the cone
+    top = top | (~bottom & (T <= _APEX))
     middle = ~top & ~bottom
     mu2 = jnp.maximum(mu * mu, linalg.MINVAL)
     Dm = p.D[..., idx[:, 0]] / (mu2 * (1 + mu2))
