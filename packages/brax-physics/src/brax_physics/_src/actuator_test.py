@@ -3,6 +3,8 @@ actuator damping and armature, stage by stage and over trajectories for each int
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from typing import Any
 
 import jax
@@ -227,19 +229,34 @@ def test_trajectory_matches_mujoco(integrator: str) -> None:
     assert mact[:, 2].max() == pytest.approx(0.3)  # the integrator's, held by its actrange
 
 
+def _suite_xml(name: str) -> str:
+    """Path of a dm_control suite XML, found without importing dm_control.
+
+    Importing dm_control.suite loads its renderer, which binds PyOpenGL to EGL for the whole test
+    process and breaks brax_io.image's OSMesa default in whichever test runs next in that worker.
+    """
+    spec = importlib.util.find_spec("dm_control")
+    assert spec is not None and spec.origin is not None, "dm_control (a test oracle) is not installed"
+    return os.path.join(os.path.dirname(spec.origin), "suite", f"{name}.xml")
+
+
 def _quadruped() -> Any:
-    """dm_control's quadruped (filter dynamics, joint and tendon transmissions) with floor contacts only.
+    """dm_control's quadruped as its suite builds it (floor 2 m, no walls, ball, target, terrain or
+    rangefinders), with floor contacts only.
 
     Its tendon equalities are removed and its body parts only touch the floor (the self pairs need
     colliders we lack); both engines get the same model.
     """
-    import re
-
-    suite = pytest.importorskip("dm_control.suite")
-    common = pytest.importorskip("dm_control.suite.common")
-    xml = suite.quadruped.make_model(floor_size=2)
-    xml = re.sub(r"<equality>.*?</equality>", "", xml.decode() if isinstance(xml, bytes) else xml, flags=re.S)
-    m = mujoco.MjModel.from_xml_string(xml, common.ASSETS)
+    spec = mujoco.MjSpec.from_file(_suite_xml("quadruped"))
+    spec.geom("floor").size = [2, 2, 0.5]
+    for name in ("wall_px", "wall_py", "wall_nx", "wall_ny", "terrain"):
+        spec.delete(spec.geom(name))
+    spec.delete(spec.body("ball"))
+    spec.delete(spec.site("target"))
+    rangefinders = [s for s in spec.sensors if s.type == mujoco.mjtSensor.mjSENS_RANGEFINDER]
+    for element in [*rangefinders, *spec.equalities]:
+        spec.delete(element)
+    m = spec.compile()
     m.geom_conaffinity[m.geom_type != mujoco.mjtGeom.mjGEOM_PLANE] = 0
     return m
 
@@ -276,9 +293,7 @@ def test_dm_control_quadruped_tracks_mujoco() -> None:
 def test_dm_control_dog_acts_match_mujoco() -> None:
     # 38 filter actuators on joints and tendons; contacts off (its meshes lack colliders here) and
     # noslip off (not supported), in both engines
-    suite = pytest.importorskip("dm_control.suite")
-    xml, assets = suite.dog.get_model_and_assets()
-    m = mujoco.MjModel.from_xml_string(xml, assets)
+    m = mujoco.MjModel.from_xml_path(_suite_xml("dog"))
     m.opt.noslip_iterations = 0
     m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_CONTACT
     d = mujoco.MjData(m)
