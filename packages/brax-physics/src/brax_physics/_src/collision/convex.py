@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -474,36 +475,59 @@ def _epa(sup: Support, mode: jax.Array, w: jax.Array, s1: jax.Array, s2: jax.Arr
 # one contact
 
 
-def _search(t1: int, t2: int, pos1: jax.Array, mat1: jax.Array, size1: jax.Array, pos2: jax.Array,
-            mat2: jax.Array, size2: jax.Array, margin: jax.Array, iterations: int, tolerance: float
-            ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """Signed distance, unit normal (geom1 to geom2) and witness points on the two surfaces
-    (relative to each geom's center) of two convex geoms; constants only (no gradients).
+class ConvexShape(NamedTuple):
+    """A convex shape as the collider sees it: a core support function and two radii."""
 
-    As MuJoCo's mjc_ccd: with a sphere or capsule, the distance of the cores decides (inflated
-    by the radii) unless the cores overlap; otherwise, and for deep overlaps, GJK-EPA on the
-    shapes inflated by half the margin each. Pairs that do not overlap within the margin get
+    support: Callable[[jax.Array], jax.Array]
+    """World direction d (3,) -> the core's support point in d, relative to the center (world axes)."""
+    radius: jax.Array
+    """() radius by which the core is inflated (sphere and capsule radius, else 0)."""
+    bound: jax.Array
+    """() radius of a sphere about the center that bounds the shape (scales the tolerances)."""
+
+
+ShapeFn = Callable[[jax.Array, Any], ConvexShape]
+"""(mat (3, 3), data) -> ConvexShape; `data` is any pytree (a primitive's size, a mesh's vertices)."""
+
+
+def primitive_shape(gtype: int) -> ShapeFn:
+    """ShapeFn of a primitive geom type; its data is the geom size (3,)."""
+
+    def shape(mat: jax.Array, size: Any) -> ConvexShape:
+        return ConvexShape(functools.partial(core_support, gtype, mat, size), core_radius(gtype, size),
+                           rbound(gtype, size))
+
+    return shape
+
+
+def _search(a: ConvexShape, b: ConvexShape, rounded: bool, pos1: jax.Array, pos2: jax.Array,
+            margin: jax.Array, iterations: int, tolerance: float
+            ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Signed distance, unit normal (shape a to shape b) and witness points on the two surfaces
+    (relative to each center) of two convex shapes; constants only (no gradients).
+
+    As MuJoCo's mjc_ccd: with a sphere or capsule (`rounded`), the distance of the cores decides
+    (inflated by the radii) unless the cores overlap; otherwise, and for deep overlaps, GJK-EPA on
+    the shapes inflated by half the margin each. Pairs that do not overlap within the margin get
     the plain GJK distance of the shapes (or cores).
     """
-    dtype = pos1.dtype
     dp = pos1 - pos2
-    scale = rbound(t1, size1) + rbound(t2, size2)
-    tol = jnp.asarray(tolerance, dtype)
-    r1, r2 = core_radius(t1, size1), core_radius(t2, size2)
+    scale = a.bound + b.bound
+    tol = jnp.asarray(tolerance, pos1.dtype)
+    r1, r2 = a.radius, b.radius
     half = 0.5 * margin
-    rounded = bool({t1, t2} & {_SPHERE, _CAPSULE})
 
     def core_sup(u: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        a = core_support(t1, mat1, size1, u)
-        b = core_support(t2, mat2, size2, -u)
-        return dp + a - b, a, b
+        p, q = a.support(u), b.support(-u)
+        return dp + p - q, p, q
 
     def full_sup(u: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        a = core_support(t1, mat1, size1, u) + (r1 + half) * u
-        b = core_support(t2, mat2, size2, -u) - (r2 + half) * u
-        return dp + a - b, a, b
+        p = a.support(u) + (r1 + half) * u
+        q = b.support(-u) - (r2 + half) * u
+        return dp + p - q, p, q
 
-    x0 = jnp.where(jnp.dot(dp, dp) > _TINY * scale * scale, dp, jnp.array([1.0, 0.0, 0.0], dtype) * scale)
+    x0 = jnp.where(jnp.dot(dp, dp) > _TINY * scale * scale, dp,
+                   jnp.array([1.0, 0.0, 0.0], pos1.dtype) * scale)
     # distance of the cores (rounded pairs) or of the shapes
     x, lam, _, s1, s2, inside = _gjk(core_sup, x0, iterations, tol, scale)
     xn = safe_norm(x)
@@ -527,16 +551,20 @@ def _search(t1: int, t2: int, pos1: jax.Array, mat1: jax.Array, size1: jax.Array
     return dist, n, c1, c2
 
 
-def _contact(t1: int, t2: int, pos1: jax.Array, mat1: jax.Array, size1: jax.Array, pos2: jax.Array,
-             mat2: jax.Array, size2: jax.Array, margin: jax.Array, iterations: int, tolerance: float
-             ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """One contact (dist (), pos (3,), normal (3,)) between two convex geoms, with gradients."""
-    args = jax.lax.stop_gradient((pos1, mat1, size1, pos2, mat2, size2, margin))
-    dist, n, c1, c2 = _search(t1, t2, *args, iterations, tolerance)
+def shape_contact(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, shape2: ShapeFn,
+                  pos2: jax.Array, mat2: jax.Array, data2: Any, margin: jax.Array, rounded: bool,
+                  iterations: int = CCD_ITERATIONS, tolerance: float = CCD_TOLERANCE
+                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """One contact (dist (), pos (3,), normal (3,), shape 1 to shape 2) between two convex shapes,
+    with gradients; `rounded` when either is a sphere or capsule (MuJoCo's core-distance path)."""
+    const = jax.lax.stop_gradient((pos1, mat1, data1, pos2, mat2, data2, margin))
+    p1, m1, d1, p2, m2, d2, mg = const
+    dist, n, c1, c2 = _search(shape1(m1, d1), shape2(m2, d2), rounded, p1, p2, mg, iterations, tolerance)
     n = jax.lax.stop_gradient(n)
     # Envelope theorem: dist = -(h1(n) + h2(-n)) at the optimal n, differentiated at fixed n.
-    env = (jnp.dot(n, pos2 - pos1) - jnp.dot(n, core_support(t1, mat1, size1, n))
-           + jnp.dot(n, core_support(t2, mat2, size2, -n)) - core_radius(t1, size1) - core_radius(t2, size2))
+    a, b = shape1(mat1, data1), shape2(mat2, data2)
+    env = (jnp.dot(n, pos2 - pos1) - jnp.dot(n, a.support(n)) + jnp.dot(n, b.support(-n))
+           - a.radius - b.radius)
     dist = jax.lax.stop_gradient(dist) + env - jax.lax.stop_gradient(env)
     # Witness points move rigidly with their geoms.
     l1 = jax.lax.stop_gradient(mat1.T @ c1)
@@ -550,11 +578,12 @@ def _contact(t1: int, t2: int, pos1: jax.Array, mat1: jax.Array, size1: jax.Arra
 def convex_collider(t1: int, t2: int, iterations: int = CCD_ITERATIONS, tolerance: float = CCD_TOLERANCE
                     ) -> Collider:
     """Collider (see `primitives`) for geom types t1 <= t2 with GJK/EPA: one contact."""
+    rounded = bool({t1, t2} & {_SPHERE, _CAPSULE})
 
     def collide(pos1: jax.Array, mat1: jax.Array, size1: jax.Array, pos2: jax.Array, mat2: jax.Array,
                 size2: jax.Array, margin: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        dist, pos, n = _contact(t1, t2, pos1, mat1, size1, pos2, mat2, size2, margin, iterations,
-                                tolerance)
+        dist, pos, n = shape_contact(primitive_shape(t1), pos1, mat1, size1, primitive_shape(t2), pos2,
+                                     mat2, size2, margin, rounded, iterations, tolerance)
         return dist[None], pos[None], make_frame(n)[None]
 
     return collide
