@@ -54,3 +54,32 @@ def scene() -> tuple[Any, list[Any]]:
         q = q.at[7].set(0.3 * t)  # pendulum angle
         states.append(state.replace(x=bp.forward_kinematics(sys, q)))
     return sys, states
+
+
+# A visual-only terrain, a mesh with a material and a group-3 geom (hidden, as in MuJoCo's viewer).
+TERRAIN_XML = """
+<mujoco model="terrain">
+  <asset>
+    <hfield name="hills" nrow="5" ncol="6" size="1.2 1.0 0.3 0.1"
+            elevation="0 0.2 0.4 0.4 0.2 0  0.1 0.5 0.9 0.8 0.4 0.1  0.2 0.6 1 1 0.5 0.2
+                       0.1 0.5 0.8 0.7 0.4 0.1  0 0.2 0.3 0.3 0.2 0"/>
+    <mesh name="gem" vertex="0.2 0 0  -0.2 0 0  0 0.15 0  0 -0.15 0  0 0 0.25  0 0 -0.25"/>
+    <material name="emerald" rgba="0.05 0.85 0.2 1"/>
+  </asset>
+  <worldbody>
+    <geom name="hills" type="hfield" hfield="hills" rgba="0.85 0.55 0.1 1" contype="0" conaffinity="0"/>
+    <body name="gem" pos="0.1 -0.2 0.7" euler="20 30 40">
+      <freejoint/>
+      <geom name="gem" type="mesh" mesh="gem" material="emerald" contype="0" conaffinity="0"/>
+      <geom name="hidden" type="box" size="0.3 0.3 0.3" group="3" rgba="1 0 1 1" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+@pytest.fixture(scope="session")
+def terrain() -> tuple[Any, Any]:
+    """The terrain system and one state at its initial pose."""
+    sys = bp.load_mjcf(TERRAIN_XML)
+    return sys, bp.init(sys)

@@ -40,6 +40,17 @@ def _script_json(obj: Any) -> str:
     return _json.dumps(obj, separators=(",", ":")).replace("<", "\\u003c")
 
 
+def _b64(values: Any, dtype: str) -> str:
+    """Base64 of a flat little-endian array: meshes and height fields travel as binary, not JSON numbers."""
+    return base64.b64encode(np.asarray(values, dtype=dtype).tobytes()).decode("ascii")
+
+
+def _mesh_payload(mesh: dict[str, Any]) -> dict[str, str]:
+    """A mesh entry as the viewer draws it: positions, normals and uint32 triangle indices."""
+    pos, nrm, idx = _scene.mesh_buffers(mesh)
+    return {"pos": _b64(pos, "<f4"), "nrm": _b64(nrm, "<f4"), "idx": _b64(idx, "<u4")}
+
+
 def render(sys: Any, states: Any, height: int = 480, colab: bool = False, dt: float | None = None) -> str:
     """HTML for a 3D replay of `states` (list or time-batched); `colab=True` gives a fragment."""
     desc = _scene.describe_system(sys, dt)
@@ -50,8 +61,11 @@ def render(sys: Any, states: Any, height: int = 480, colab: bool = False, dt: fl
         "dt": desc["dt"],
         "num_frames": int(frames.shape[0]),
         "bodies": [b["name"] for b in desc["bodies"]],
-        "geoms": [
-            {k: g[k] for k in ("name", "type", "body", "size", "pos", "quat", "rgba")} for g in desc["geoms"]
+        "geoms": desc["geoms"],
+        "meshes": [_mesh_payload(m) for m in desc["meshes"]],
+        "hfields": [
+            {"nrow": h["nrow"], "ncol": h["ncol"], "size": h["size"], "data": _b64(h["data"], "<f4")}
+            for h in desc["hfields"]
         ],
         "frames": base64.b64encode(frames.tobytes()).decode("ascii"),
     }

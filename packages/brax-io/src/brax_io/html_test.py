@@ -156,3 +156,27 @@ def test_renders_in_headless_chromium(scene: tuple[Any, list[Any]], tmp_path: pa
     blue_ball = (b > 100) & (r < 60) & (g < 100)  # geom "ball", rgba 0.1 0.3 0.9
     assert red_box.sum() > 100, red_box.sum()
     assert blue_ball.sum() > 20, blue_ball.sum()
+
+
+def test_meshes_and_height_fields_render(terrain: tuple[Any, Any], tmp_path: pathlib.Path) -> None:
+    chromium = _chromium()
+    sys, state = terrain
+    page = tmp_path / "terrain.html"
+    html.save(page, sys, state)
+    flags = [*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([chromium, *flags, "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=60, check=True)
+    body = re.search(r"<body[^>]*>", dom.stdout)
+    assert body and 'data-ready="1"' in body.group(0), (dom.stdout[:300], dom.stderr[-2000:])
+    assert 'data-skipped="0"' in body.group(0)  # the mesh and the height field are drawn
+    shot = tmp_path / "shot.png"
+    subprocess.run([chromium, *flags, "--window-size=640,560", f"--screenshot={shot}", page.as_uri()],
+                   capture_output=True, text=True, timeout=60, check=True)
+    img = _read_png(shot.read_bytes())[:480].astype(np.int32)
+    r, g, b = img[..., 0], img[..., 1], img[..., 2]
+    emerald = (g > 120) & (r < 60) & (b < 90)  # the mesh, coloured by its material
+    hills = (r > 120) & (g > 60) & (g < r - 30) & (b < 60)  # the height field, rgba 0.85 0.55 0.1
+    magenta = (r > 150) & (b > 150) & (g < 80)  # the group-3 box: hidden, as in MuJoCo
+    assert emerald.sum() > 100, emerald.sum()
+    assert hills.sum() > 1000, hills.sum()
+    assert magenta.sum() == 0, magenta.sum()

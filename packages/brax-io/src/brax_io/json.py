@@ -1,9 +1,9 @@
 """Plain-JSON serialization of a system's geometry and a trajectory of body poses.
 
-Schema (`format` "brax-io.trajectory", `version` 1)::
+Schema (`format` "brax-io.trajectory", `version` 2; version 1 had no groups, meshes or hfields)::
 
     {
-      "format": "brax-io.trajectory", "version": 1,
+      "format": "brax-io.trajectory", "version": 2,
       "dt": 0.01,                      # seconds between frames
       "bodies": [{"name": "world"}, {"name": "pole"}, ...],      # body 0 is the world
       "geoms": [{"name": "floor", "type": "plane",   # plane|hfield|sphere|capsule|ellipsoid|
@@ -11,7 +11,18 @@ Schema (`format` "brax-io.trajectory", `version` 1)::
                  "body": 0,                          # index into "bodies"
                  "size": [sx, sy, sz],               # MuJoCo geom_size
                  "pos": [x, y, z], "quat": [w, x, y, z],  # pose in the body frame
-                 "rgba": [r, g, b, a]}, ...],
+                 "rgba": [r, g, b, a],               # as MuJoCo draws it (material colour
+                                                     # when the geom keeps the default rgba)
+                 "group": 0,                         # MuJoCo geom group; viewers show 0-2
+                 "mesh": 0,                          # mesh geoms: index into "meshes"
+                 "hfield": 0}, ...],                 # hfield geoms: index into "hfields"
+      "meshes": [{"name": "hull", "vert": [x, y, z, ...],   # geom frame, as compiled by MuJoCo
+                  "face": [i, j, k, ...]}, ...],            # triangles, 0-based vertex indices
+      "hfields": [{"name": "terrain", "nrow": R, "ncol": C,
+                   "size": [rx, ry, top, base],             # MuJoCo hfield_size
+                   "data": [e, ...]}, ...],                 # R*C elevations in [0, 1], row-major;
+                                                            # row i at y = ry(2i/(R-1) - 1), column
+                                                            # j at x = rx(2j/(C-1) - 1), z = e * top
       "trajectory": {"num_frames": T,
                      "pos": [[[x, y, z] per body] per frame],      # world frame
                      "rot": [[[w, x, y, z] per body] per frame]}
@@ -31,7 +42,7 @@ __all__ = ["FORMAT", "VERSION", "dumps", "loads"]
 
 FORMAT = "brax-io.trajectory"
 """The `format` tag of documents written by `dumps`."""
-VERSION = 1
+VERSION = 2
 """The schema version written by `dumps`."""
 
 

@@ -14,7 +14,7 @@ def test_round_trip_list_of_states(scene: tuple[Any, list[Any]]) -> None:
     sys, states = scene
     text = bjson.dumps(sys, states)
     doc = std_json.loads(text)  # plain JSON
-    assert doc["format"] == "brax-io.trajectory" and doc["version"] == 1
+    assert doc["format"] == "brax-io.trajectory" and doc["version"] == 2
     desc, traj = bjson.loads(text)
     assert "trajectory" not in desc
     assert desc["dt"] == pytest.approx(0.01)
@@ -61,3 +61,36 @@ def test_bad_inputs(scene: tuple[Any, list[Any]]) -> None:
     two_d = jax.tree_util.tree_map(lambda x: np.stack([x, x], axis=1), batched)
     with pytest.raises(ValueError, match="select one environment"):
         bjson.dumps(sys, two_d)
+
+
+def test_meshes_hfields_groups_and_materials(terrain: tuple[Any, Any]) -> None:
+    import mujoco
+
+    sys, state = terrain
+    desc, _ = bjson.loads(bjson.dumps(sys, state))
+    m = sys.mj_model
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    hills, gem, hidden = desc["geoms"]
+    # The mesh: world vertices from the document's frames equal MuJoCo's geom frame applied to its vertices.
+    mesh = desc["meshes"][gem["mesh"]]
+    vert = np.asarray(mesh["vert"]).reshape(-1, 3)
+    body_pos, body_quat = np.asarray(state.x.pos[gem["body"]]), np.asarray(state.x.rot[gem["body"]])
+    mat = np.zeros(9)
+    mujoco.mju_quat2Mat(mat, np.asarray(body_quat, np.float64))
+    gmat = np.zeros(9)
+    mujoco.mju_quat2Mat(gmat, np.asarray(gem["quat"], np.float64))
+    local = np.asarray(gem["pos"]) + vert @ gmat.reshape(3, 3).T
+    ours = body_pos + local @ mat.reshape(3, 3).T
+    want = d.geom_xpos[1] + m.mesh_vert @ d.geom_xmat[1].reshape(3, 3).T
+    np.testing.assert_allclose(ours, want, atol=1e-5)
+    assert len(mesh["face"]) == 3 * m.mesh_facenum[0] and len(mesh["facenormal"]) == len(mesh["face"])
+    # Colour from the material (the geom keeps MuJoCo's default rgba); groups as MuJoCo's.
+    assert gem["rgba"] == pytest.approx([0.05, 0.85, 0.2, 1.0])
+    assert (hills["group"], gem["group"], hidden["group"]) == (0, 0, 3)
+    # The height field: MuJoCo's grid and normalized elevations.
+    hf = desc["hfields"][hills["hfield"]]
+    assert (hf["nrow"], hf["ncol"]) == (5, 6)
+    np.testing.assert_allclose(hf["size"], m.hfield_size[0], atol=1e-6)
+    np.testing.assert_allclose(hf["data"], m.hfield_data, atol=1e-5)
+    assert max(hf["data"]) == pytest.approx(1.0)

@@ -20,10 +20,13 @@ function braxViewer(root, D) {
 
   function run() {
     // ---------- trajectory: base64 little-endian float32, per frame per body [x y z qw qx qy qz]
-    var bin = atob(D.frames);
-    var bytes = new Uint8Array(bin.length);
-    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-    var F = new Float32Array(bytes.buffer);
+    function decode(b64, Type) {  // base64 little-endian array
+      var bin = atob(b64);
+      var bytes = new Uint8Array(bin.length);
+      for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+      return new Type(bytes.buffer);
+    }
+    var F = decode(D.frames, Float32Array);
     var nb = D.bodies.length, T = D.num_frames, dt = D.dt;
     if (F.length !== T * nb * 7) throw new Error("frame data has the wrong length");
 
@@ -82,6 +85,7 @@ function braxViewer(root, D) {
     });
 
     // ---------- meshes (positions, normals, triangle indices)
+    var uint32 = null;  // OES_element_index_uint, fetched when a mesh has more than 65536 vertices
     function upload(m) {
       var b = {};
       b.pos = gl.createBuffer();
@@ -92,9 +96,45 @@ function braxViewer(root, D) {
       gl.bufferData(gl.ARRAY_BUFFER, new Float32Array(m.n), gl.STATIC_DRAW);
       b.idx = gl.createBuffer();
       gl.bindBuffer(gl.ELEMENT_ARRAY_BUFFER, b.idx);
-      gl.bufferData(gl.ELEMENT_ARRAY_BUFFER, new Uint16Array(m.i), gl.STATIC_DRAW);
+      b.type = gl.UNSIGNED_SHORT;
+      if (m.p.length / 3 > 65536) {
+        uint32 = uint32 || gl.getExtension("OES_element_index_uint");
+        if (!uint32) throw new Error("a mesh has " + m.p.length / 3 + " vertices and WebGL here lacks 32-bit indices");
+        b.type = gl.UNSIGNED_INT;
+        gl.bufferData(gl.ELEMENT_ARRAY_BUFFER, new Uint32Array(m.i), gl.STATIC_DRAW);
+      } else {
+        gl.bufferData(gl.ELEMENT_ARRAY_BUFFER, new Uint16Array(m.i), gl.STATIC_DRAW);
+      }
       b.count = m.i.length;
+      b.ext = 0;  // largest coordinate: how far the shape reaches from its frame
+      for (var k = 0; k < m.p.length; k++) b.ext = Math.max(b.ext, Math.abs(m.p[k]));
       return b;
+    }
+    // A MuJoCo mesh: positions and normals per (vertex, normal) pair, triangle indices (geom frame).
+    function meshData(k) {
+      var m = D.meshes[k];
+      return { p: decode(m.pos, Float32Array), n: decode(m.nrm, Float32Array), i: decode(m.idx, Uint32Array) };
+    }
+    // A MuJoCo height field's top surface: row r at y = ry (2r/(R-1) - 1), column c at
+    // x = rx (2c/(C-1) - 1), z = elevation * top; normals from central differences.
+    function hfieldData(k) {
+      var h = D.hfields[k], R = h.nrow, C = h.ncol, s = h.size, e = decode(h.data, Float32Array);
+      var p = [], n = [], idx = [];
+      var dx = 2 * s[0] / Math.max(C - 1, 1), dy = 2 * s[1] / Math.max(R - 1, 1);
+      function z(r, c) { return e[Math.min(R - 1, Math.max(0, r)) * C + Math.min(C - 1, Math.max(0, c))] * s[2]; }
+      for (var r = 0; r < R; r++) {
+        for (var c = 0; c < C; c++) {
+          p.push(-s[0] + c * dx, -s[1] + r * dy, z(r, c));
+          var gx = (z(r, c + 1) - z(r, c - 1)) / (2 * dx), gy = (z(r + 1, c) - z(r - 1, c)) / (2 * dy);
+          var nn = unit([-gx, -gy, 1]);
+          n.push(nn[0], nn[1], nn[2]);
+          if (r < R - 1 && c < C - 1) {
+            var i0 = r * C + c;
+            idx.push(i0, i0 + 1, i0 + C + 1, i0, i0 + C + 1, i0 + C);
+          }
+        }
+      }
+      return { p: p, n: n, i: idx };
     }
     // Latitude-longitude sphere of radius r; z-offset +h for the upper half, -h for the lower
     // half (h > 0 makes a capsule: the two equator rings bound the cylindrical band).
@@ -176,6 +216,7 @@ function braxViewer(root, D) {
     D.geoms.forEach(function (g) {
       var s = g.size, mesh, scale, checker = 0;
       if (g.rgba[3] <= 0) return;
+      if (g.group !== undefined && (g.group < 0 || g.group > 2)) return;  // MuJoCo shows groups 0-2
       if (g.type === "sphere") { mesh = sharedMesh("sphere", function () { return roundMesh(1, 0, 16, 24); }); scale = [s[0], s[0], s[0]]; }
       else if (g.type === "ellipsoid") { mesh = sharedMesh("sphere", function () { return roundMesh(1, 0, 16, 24); }); scale = [s[0], s[1], s[2]]; }
       else if (g.type === "box") { mesh = sharedMesh("box", boxMesh); scale = [s[0], s[1], s[2]]; }
@@ -185,8 +226,12 @@ function braxViewer(root, D) {
         mesh = sharedMesh("plane", planeMesh);
         scale = [s[0] > 0 ? s[0] : 50, s[1] > 0 ? s[1] : 50, 1];
         checker = 1;
-      } else { skipped++; return; }  // mesh / hfield: no vertex data in the system
-      if (g.type !== "plane") extent = Math.max(extent, Math.max(scale[0], scale[1], scale[2]));
+      } else if (g.type === "mesh" && g.mesh !== undefined) {
+        mesh = sharedMesh("mesh" + g.mesh, function () { return meshData(g.mesh); }); scale = [1, 1, 1];
+      } else if (g.type === "hfield" && g.hfield !== undefined) {
+        mesh = sharedMesh("hfield" + g.hfield, function () { return hfieldData(g.hfield); }); scale = [1, 1, 1];
+      } else { skipped++; return; }  // a mesh or height field whose data the system does not carry
+      if (g.type !== "plane" && g.type !== "hfield") extent = Math.max(extent, mesh.ext * Math.max(scale[0], scale[1], scale[2]));
       items.push({ g: g, mesh: mesh, scale: scale, checker: checker });
     });
     status("data-skipped", String(skipped));
@@ -296,7 +341,7 @@ function braxViewer(root, D) {
         gl.enableVertexAttribArray(aNrm);
         gl.vertexAttribPointer(aNrm, 3, gl.FLOAT, false, 0, 0);
         gl.bindBuffer(gl.ELEMENT_ARRAY_BUFFER, it.mesh.idx);
-        gl.drawElements(gl.TRIANGLES, it.mesh.count, gl.UNSIGNED_SHORT, 0);
+        gl.drawElements(gl.TRIANGLES, it.mesh.count, it.mesh.type, 0);
         if (blend) { gl.disable(gl.BLEND); gl.depthMask(true); }
       }
       var err = gl.getError();
