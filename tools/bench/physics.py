@@ -87,7 +87,10 @@ def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str) -> 
         from brax.io import mjcf
 
     pipeline = importlib.import_module(f"brax.{backend}.pipeline")
-    sys_ = mjcf.loads(xml)
+    model = mujoco.MjModel.from_xml_string(xml)
+    if backend == "mjx" and _mjx_lacks_solver(model):
+        model.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON  # MJX's own default (see the row's "solver")
+    sys_ = mjcf.load_model(model)
     q = jnp.asarray(sys_.init_q)
     qd = jnp.zeros(sys_.qd_size())
     state = jax.vmap(lambda _: pipeline.init(sys_, q, qd))(jnp.arange(batch))
@@ -100,6 +103,20 @@ def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str) -> 
         return jax.lax.scan(body, state, None, length=steps)[0].q
 
     return _time_jax(rollout, (state, ctrl), repeats)
+
+
+def _mjx_lacks_solver(model: mujoco.MjModel) -> bool:
+    """MJX has no PGS solver: it runs such models (Gymnasium's humanoid) with its default, Newton."""
+    return int(model.opt.solver) == int(mujoco.mjtSolver.mjSOL_PGS)
+
+
+def _solver(backend: str, xml: str) -> str:
+    """The constraint solver a backend runs the model with, as the row reports it."""
+    model = mujoco.MjModel.from_xml_string(xml)
+    name = mujoco.mjtSolver(model.opt.solver).name.removeprefix("mjSOL_")
+    if backend == "brax_mjx" and _mjx_lacks_solver(model):
+        return f"NEWTON (MJX has no {name})"
+    return name
 
 
 def bench_mujoco(xml: str, batch: int, steps: int, repeats: int) -> tuple[float, float, int]:
@@ -224,7 +241,8 @@ def main(argv: list[str] | None = None) -> None:
                 row: Result = {"model": model + (f" ({override.strip()})" if override else ""),
                                "backend": backend, "batch": batch, "steps": args.steps,
                                "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count(),
-                               "xla_flags": _child_env(backend).get("XLA_FLAGS", "")}
+                               "xla_flags": _child_env(backend).get("XLA_FLAGS", ""),
+                               "solver": _solver(backend, xml)}
                 try:
                     compile_s, run_s, peak = _measure(backend, xml, batch, args.steps, args.repeats,
                                                       args.timeout)
