@@ -132,19 +132,21 @@ def _suite(name: str) -> str:
     return os.path.join(os.path.dirname(spec.origin), "suite", f"{name}.xml")
 
 
-@pytest.mark.parametrize("which", ["ball_in_cup", "gym_humanoid"])
-def test_real_model_trajectory_matches_mujoco(which: str) -> None:
-    """0.1 s with zero control from qpos0 (the ball drops until the string catches it; the humanoid falls)."""
-    path = _suite("ball_in_cup") if which == "ball_in_cup" else _gym_humanoid()
+def test_ball_in_cup_trajectory_matches_mujoco() -> None:
+    """0.1 s with zero control from qpos0: the ball drops until the string's limit catches it.
+
+    (Gymnasium's humanoid, the other tendon model nobody here wrote, runs in
+    tests-integration/mjcf_corpus_test.py with the same criterion.)
+    """
+    path = _suite("ball_in_cup")
     _, m = _model(path)
     steps = round(0.1 / m.opt.timestep)
     q, want_q, _, _ = _rollout(path, steps, pos=0.0, vel=0.0)
     assert np.max(np.abs(q - want_q)) < 5e-3
-    if which == "ball_in_cup":  # the string's limit caught the ball
-        d = mujoco.MjData(m)
-        for _ in range(steps):
-            mujoco.mj_step(m, d)
-        assert mujoco.mjtConstraint.mjCNSTR_LIMIT_TENDON in d.efc_type
+    d = mujoco.MjData(m)
+    for _ in range(steps):
+        mujoco.mj_step(m, d)
+    assert mujoco.mjtConstraint.mjCNSTR_LIMIT_TENDON in d.efc_type
 
 
 def test_models_without_tendons_have_empty_fields() -> None:
