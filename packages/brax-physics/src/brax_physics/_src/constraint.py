@@ -252,7 +252,10 @@ def impedance(solimp: jax.Array, r: jax.Array) -> jax.Array:
     y_lo = power(x, p) / mid ** (p - 1)
     y_hi = 1 - power(1 - x, p) / (1 - mid) ** (p - 1)
     y = jnp.where(p == 1, x, jnp.where(x <= mid, y_lo, y_hi))
-    return jnp.where(x_raw >= 1, dmax, dmin + y * (dmax - dmin))
+    imp = jnp.where(x_raw >= 1, dmax, dmin + y * (dmax - dmin))
+    # MuJoCo's flat case (getimpedance): no width, or dmin == dmax, gives the mean of the two.
+    flat = (solimp[:, 2] <= MINVAL) | (dmin == dmax)
+    return jnp.where(flat, 0.5 * (dmin + dmax), imp)
 
 
 def _stiffness_damping(sys: System, solref: jax.Array, solimp: jax.Array) -> tuple[jax.Array, jax.Array]:

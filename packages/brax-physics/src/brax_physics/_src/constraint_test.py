@@ -177,6 +177,7 @@ _CASES = [  # (geom attributes, height)
     ("solref='-2000 -30' solimp='.2 .8 .01 .3 3'", 0.096),  # direct solref, x < mid
     ("solref='.001 .5' solimp='.2 .8 .01 .3 3'", 0.092),  # timeconst < 2h (refsafe), x > mid
     ("solimp='.2 .8 .01 .3 1'", 0.095),  # power 1
+    ("priority='1' solimp='.2 .8 0 .3 2'", 0.097),  # zero width: flat, mean of dmin and dmax
 ]
 _MORE = "".join(f"<body pos='{i} 0 {z}'><freejoint/><geom size='.1' {sg}/></body>"
                 for i, (sg, z) in enumerate(_CASES) if i)
