@@ -296,9 +296,12 @@ def joint_limits(sys: System, q: jax.Array) -> tuple[jax.Array, jax.Array]:
     ball = np.flatnonzero(lay.limit_ball)
     if ball.size:
         rotvec = quat_log(normalize(q[lay.limit_qpos[ball][:, None] + np.arange(4)]))
-        dists.append(jnp.max(sys.jnt_range[lay.limit_jnts[ball]], axis=-1) - safe_norm(rotvec))
+        angle = safe_norm(rotvec)
+        dists.append(jnp.max(sys.jnt_range[lay.limit_jnts[ball]], axis=-1) - angle)
+        # No rotation: MuJoCo's mju_normalize3 falls back to the x axis.
+        axis = jnp.where((angle > MINVAL)[:, None], normalize(rotvec), jnp.asarray([1.0, 0.0, 0.0], dtype))
         dofs = jnp.asarray(eye[lay.limit_dofs[ball][:, None] + np.arange(3)], dtype)  # (nball, 3, nv)
-        Js.append(jnp.einsum("bk,bkv->bv", -normalize(rotvec), dofs, precision=_HI))
+        Js.append(jnp.einsum("bk,bkv->bv", -axis, dofs, precision=_HI))
         order.append(ball)
     if len(order) == 1:
         return dists[0], Js[0]

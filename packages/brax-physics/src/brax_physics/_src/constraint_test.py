@@ -216,6 +216,9 @@ _ROW_CASES = {
     "limit_upper": (_HINGE, [np.deg2rad(45.5)]),
     "limit_lower": (_HINGE, [np.deg2rad(-30.3)]),
     "limit_ball": (_BALLS, _BALL_QPOS),
+    # a cone narrower than its margin: the row is active at zero rotation (axis: MuJoCo's fallback x)
+    "limit_ball_at_rest": (_BALLS.replace("range='0 60'", "range='0 1' margin='0.05'"),
+                           [0.0, 1, 0, 0, 0, 0.0, 1, 0, 0, 0]),
 }
 
 
