@@ -158,15 +158,16 @@ def _plane_tables(m: mujoco.MjModel, i: int, glob: np.ndarray) -> tuple[np.ndarr
     return tri, quad
 
 
-def mesh_data(m: mujoco.MjModel) -> MeshData:
-    """Static mesh structure of a compiled model: hull vertices from `mesh_graph` (layout: numvert,
-    numface, vert_edgeadr[numvert], vert_globalid[numvert], edge_localid[...], face_globalid[3
-    numface]), the plane-contact tables from its polygons (mesh_poly*), and its triangles."""
+def mesh_data(m: mujoco.MjModel, collided: set[int]) -> MeshData:
+    """Static mesh structure of a compiled model: for the meshes in `collided` (mesh ids), hull
+    vertices from `mesh_graph` (layout: numvert, numface, vert_edgeadr[numvert],
+    vert_globalid[numvert], edge_localid[...], face_globalid[3 numface]) and the plane-contact
+    tables from its polygons (mesh_poly*); for every mesh its triangles."""
     graph = np.asarray(m.mesh_graph, np.int32)
     hulls, tris, quads, faces = [], [], [], []
     for i in range(m.nmesh):
         adr, vadr = int(m.mesh_graphadr[i]), int(m.mesh_vertadr[i])
-        if adr < 0:
+        if adr < 0 or i not in collided:
             hulls.append(np.zeros(0, np.int32))
             tris.append(np.zeros((0, 1, 3), np.int32))
             quads.append(np.zeros((0, 1, 4), np.int32))
