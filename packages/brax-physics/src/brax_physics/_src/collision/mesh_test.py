@@ -232,3 +232,16 @@ def test_mesh_on_mesh_tracks_mujoco() -> None:
     ours, want = _rollout(bp.from_mjmodel(m), m, 75)
     assert want[-1, 2] < 0.2  # it landed
     np.testing.assert_allclose(ours, want, atol=2e-3)
+
+
+def test_rangefinder_sees_a_mesh() -> None:
+    m = mujoco.MjModel.from_xml_string(f"""<mujoco><asset>{EGG}</asset><worldbody>
+      <geom type="mesh" mesh="egg" euler="10 20 30"/>
+      <body pos="0.02 0.03 1"><joint type="slide" axis="1 0 0"/><geom size=".01" contype="0" conaffinity="0"/>
+        <site name="down" euler="180 0 0"/><site name="tilted" euler="176 4 0"/></body>
+      </worldbody><sensor><rangefinder site="down"/><rangefinder site="tilted"/></sensor></mujoco>""")
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    state = bp.init(bp.from_mjmodel(m))
+    assert np.all(d.sensordata > 0.5)
+    np.testing.assert_allclose(np.asarray(state.sensordata), d.sensordata, rtol=1e-5)
