@@ -249,7 +249,8 @@ def _plane_mesh(pos1: jax.Array, mat1: jax.Array, pos2: jax.Array, mat2: jax.Arr
     t = jnp.maximum(tri[s], 0)
     a, b, c = verts[t[:, 0]], verts[t[:, 1]], verts[t[:, 2]]
     pn = jnp.cross(b - a, c - a)
-    facing = (pn @ (mat2.T @ n)) / safe_norm(pn, axis=-1)
+    norm = safe_norm(pn, axis=-1)
+    facing = (pn @ (mat2.T @ n)) / jnp.where(norm > 0, norm, 1.0)
     p = jnp.argmin(jnp.where(tri[s, :, 0] >= 0, facing, jnp.inf))
     q = quad[s, p]
     qc = jnp.maximum(q, 0)

@@ -44,10 +44,10 @@ CUBE = mesh_asset("cube", np.array([[x, y, z] for x in (-.1, .1) for y in (-.15,
 MULTICCD = ("capsule", "cylinder", "box", "mesh")
 
 
-def plane_mesh_model(asset: str, name: str) -> mujoco.MjModel:
+def plane_mesh_model(asset: str, name: str, margin: float = 0.0) -> mujoco.MjModel:
     return mujoco.MjModel.from_xml_string(f"""<mujoco><asset>{asset}</asset><worldbody>
-      <geom type="plane" size="5 5 .1"/><body><freejoint/><geom type="mesh" mesh="{name}"/></body>
-      </worldbody></mujoco>""")
+      <geom type="plane" size="5 5 .1"/><body><freejoint/><geom type="mesh" mesh="{name}" margin="{margin}"/>
+      </body></worldbody></mujoco>""")
 
 
 def pair_model(t1: str, margin: float) -> mujoco.MjModel:
@@ -58,16 +58,19 @@ def pair_model(t1: str, margin: float) -> mujoco.MjModel:
       <body><freejoint/><geom type="mesh" mesh="egg"/></body></worldbody></mujoco>""")
 
 
-@pytest.mark.parametrize(("asset", "name"), [(EGG, "egg"), (PRISM, "prism"), (CUBE, "cube")])
-def test_plane_mesh_random_poses(asset: str, name: str) -> None:
+@pytest.mark.parametrize(("asset", "name", "margin"),
+                         [(EGG, "egg", 0.0), (PRISM, "prism", 0.01), (CUBE, "cube", 0.0)])
+def test_plane_mesh_random_poses(asset: str, name: str, margin: float) -> None:
     rng = np.random.default_rng(0)
     n = 40
     q = np.zeros((n, 7))
     q[:, 2] = rng.uniform(0.0, 0.2, n)
     q[:, 3:] = pt._quats(rng, n)
-    batch = ot.mj_batch(plane_mesh_model(asset, name), q)
+    batch = ot.mj_batch(plane_mesh_model(asset, name, margin), q)
     counts = {len(c) for c in batch.contacts}
     assert max(counts) >= 3 and min(counts) == 0, counts
+    if margin:  # separated within the margin
+        assert any(c["dist"] > 0 for cs in batch.contacts for c in cs)
     errs = ot.compare_batch(batch, tol=1e-4)
     assert not errs, "\n".join(errs[:20])
 
