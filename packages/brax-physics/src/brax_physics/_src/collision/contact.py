@@ -150,7 +150,7 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
         prm = _mix(sys, g)
         # Colliders cap their contact count with MuJoCo's detection threshold margin + gap.
         detect = prm.margin + prm.gap
-        if g.type2 == mesh.MESH:  # per-geom mesh data
+        if (g.type1, g.type2) in mesh.NCON:  # pairs with a mesh: per-geom mesh data
             dist, pos, frame = mesh.collide_group(sys, g, geom_xpos, geom_xmat, detect)
         else:
             fn = COLLIDERS[(g.type1, g.type2)][0]

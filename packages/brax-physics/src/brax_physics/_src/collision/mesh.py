@@ -273,8 +273,9 @@ def _pad_table(tables: list[np.ndarray], width: int) -> np.ndarray:
 
 def collide_group(sys: Any, g: Any, geom_xpos: jax.Array, geom_xmat: jax.Array, detect: jax.Array
                   ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Contacts of a pair group with a mesh (`g.type2 == MESH`): dist (npair, K), pos (npair, K, 3),
-    frame (npair, K, 3, 3), K = NCON[(type1, type2)]; `detect` (npair,) is margin + gap."""
+    """Contacts of a pair group of a type in `NCON` (a mesh and a plane, convex geom or mesh):
+    dist (npair, K), pos (npair, K, 3), frame (npair, K, 3, 3), K = NCON[(type1, type2)];
+    `detect` (npair,) is margin + gap."""
     meshes: MeshData = sys.meshes
     dataid = np.asarray(sys.geom_dataid, np.int32)
     i1, i2 = g.geom1, g.geom2
