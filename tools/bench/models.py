@@ -4,6 +4,7 @@ reacher, swimmer, chain7: contact-free variants (contype/conaffinity 0, no joint
 measure the smooth pipeline alone. ant, humanoid: the brax-envs assets, with joint limits and
 foot-floor contacts (the constraint solver in the loop). gym_humanoid, dmc_quadruped: models
 nobody here wrote, from the Gymnasium and dm_control packages (tendons, filter actuators, equality).
+mesh32, mesh64: convex meshes of 32 and 64 vertices (mesh-plane and mesh-mesh contacts).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib.util
 from pathlib import Path
 
 import mujoco
+import numpy as np
 
 # Standard locomotion models with contacts, read from the brax-envs assets (brax-physics itself
 # must not import brax-envs). Timesteps are those of the XML files (ant 0.01 s, humanoid 0.003 s,
@@ -108,7 +110,30 @@ CHAIN7 = """
 """.replace('<joint axis="1 0 0"/><geom fromto="0 0 0 0 0 -0.25"/>\n    <body name="l2"',
             '<joint name="joint0" axis="1 0 0"/><geom fromto="0 0 0 0 0 -0.25"/>\n    <body name="l2"', 1)
 
-MODELS: dict[str, str] = {"reacher": REACHER, "swimmer": SWIMMER, "chain7": CHAIN7}
+
+
+def mesh_stack(nvert: int) -> str:
+    """Two convex hulls of `nvert` vertices (points on an ellipsoid) stacked on the floor: plane-mesh
+    contacts for the lower one, mesh-mesh between them. multiccd is disabled so that MuJoCo C, MJX
+    and brax-physics all compute one contact per mesh-mesh pair (MuJoCo's default adds face contacts)."""
+    u = np.random.default_rng(nvert).normal(size=(nvert, 3))
+    pts = u / np.linalg.norm(u, axis=1, keepdims=True) * np.array([0.12, 0.1, 0.06])
+    vert = " ".join(f"{x:.5f}" for x in pts.ravel())
+    return f"""
+<mujoco model="mesh{nvert}">
+  <option timestep="0.005"><flag multiccd="disable"/></option>
+  <asset><mesh name="hull" vertex="{vert}"/></asset>
+  <worldbody>
+    <geom name="floor" type="plane" size="0 0 1"/>
+    <body name="lower" pos="0 0 0.07"><freejoint/><geom type="mesh" mesh="hull"/></body>
+    <body name="upper" pos="0.02 0 0.2" euler="20 10 0"><freejoint/><geom type="mesh" mesh="hull"/></body>
+  </worldbody>
+</mujoco>
+"""
+
+
+MODELS: dict[str, str] = {"reacher": REACHER, "swimmer": SWIMMER, "chain7": CHAIN7,
+                          "mesh32": mesh_stack(32), "mesh64": mesh_stack(64)}
 for _name in N_FRAMES:
     if (ASSETS / f"{_name}.xml").exists():
         MODELS[_name] = (ASSETS / f"{_name}.xml").read_text()

@@ -25,7 +25,8 @@ from mujoco import (
 )
 
 from brax_physics._src import ray
-from brax_physics._src.collision.pairs import collision_pairs
+from brax_physics._src.collision.mesh import mesh_data
+from brax_physics._src.collision.pairs import CollisionPairs, collision_pairs
 from brax_physics._src.equality import SUPPORTED as EQ_SUPPORTED
 from brax_physics._src.mjenum import keyword
 from brax_physics._src.options_check import emit_option_warnings
@@ -273,8 +274,14 @@ def _unsupported_rangefinder(m: Any, i: int, where: str) -> list[str]:
                     np.asarray(m.geom_group, np.int32), None, True, int(m.site_bodyid[m.sensor_objid[i]]))
     geom = _namer(m, mjtObj.mjOBJ_GEOM, "geom")
     return [f"{where}: rays against {geom(int(g))} of type {keyword(mujoco.mjtGeom, int(m.geom_type[g]))} "
-            f"are not supported (only {', '.join(keyword(mujoco.mjtGeom, int(t)) for t in ray.PRIMITIVES)})"
-            for g in np.flatnonzero(seen) if int(m.geom_type[g]) not in ray.PRIMITIVES]
+            f"are not supported (only {', '.join(keyword(mujoco.mjtGeom, int(t)) for t in ray.TYPES)})"
+            for g in np.flatnonzero(seen) if int(m.geom_type[g]) not in ray.TYPES]
+
+
+def _collided_meshes(m: Any, pairs: CollisionPairs) -> set[int]:
+    """Ids of the meshes of geoms in collision pairs (only these need their convex hull's tables)."""
+    geoms = {int(x) for g in pairs.groups for x in (*g.geom1, *g.geom2)}
+    return {int(m.geom_dataid[x]) for x in geoms if int(m.geom_type[x]) == mujoco.mjtGeom.mjGEOM_MESH}
 
 
 def _geom_visible(m: Any) -> np.ndarray:
@@ -364,6 +371,7 @@ def from_mjmodel(m: Any) -> System:
         geom_friction=_f32(m.geom_friction), geom_rgba=_f32(m.geom_rgba), geom_margin=_f32(m.geom_margin),
         geom_gap=_f32(m.geom_gap), geom_solref=_f32(m.geom_solref), geom_solimp=_f32(m.geom_solimp),
         geom_solmix=_f32(m.geom_solmix), geom_rbound=_f32(m.geom_rbound),
+        mesh_vert=_f32(np.asarray(m.mesh_vert).reshape(m.nmeshvert, 3)),
         pair_friction=_f32(m.pair_friction.reshape(m.npair, 5)),
         pair_solref=_f32(m.pair_solref.reshape(m.npair, mujoco.mjNREF)),
         pair_solimp=_f32(m.pair_solimp.reshape(m.npair, mujoco.mjNIMP)),
@@ -435,7 +443,7 @@ def from_mjmodel(m: Any) -> System:
         tendon_limited=_bools(m.tendon_limited),
         tendon_hasfrictionloss=_bools(np.asarray(m.tendon_frictionloss) > 0),
         wrap_type=_ints(m.wrap_type), wrap_objid=_ints(m.wrap_objid), wrap_sidesite=_wrap_sidesites(m),
-        contact_pairs=pairs,
+        contact_pairs=pairs, meshes=mesh_data(m, _collided_meshes(m, pairs)),
         body_names=_names(m, obj.mjOBJ_BODY, m.nbody), jnt_names=_names(m, obj.mjOBJ_JOINT, m.njnt),
         geom_names=_names(m, obj.mjOBJ_GEOM, m.ngeom), actuator_names=_names(m, obj.mjOBJ_ACTUATOR, m.nu),
         site_names=_names(m, obj.mjOBJ_SITE, m.nsite), sensor_names=_names(m, obj.mjOBJ_SENSOR, m.nsensor),

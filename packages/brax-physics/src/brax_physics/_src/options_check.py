@@ -21,6 +21,10 @@ import warnings
 from typing import Literal
 
 import mujoco
+import numpy as np
+
+from brax_physics._src.collision.pairs import dynamic_pairs
+from brax_physics._src.mjenum import keyword
 
 Status = Literal["honoured", "refused", "irrelevant", "warned"]
 
@@ -94,10 +98,11 @@ DISABLE_FLAGS: dict[str, tuple[Status, str]] = {
     # test's scaling changes, so results agree to within the solver tolerance.
     "island": ("irrelevant", "same optimum, solved block by block"),
     # Disabled, MuJoCo gives the one contact per convex pair this collider gives; enabled (its
-    # default) it adds contacts where flat faces or edges of capsule/cylinder/box pairs touch, which
-    # collision.convex does not yet: a known gap (its docstring), not yet warned at load.
-    "multiccd": ("honoured", "collision.convex, when disabled: always one contact per pair; enabled, "
-                 "MuJoCo's extra flat-face contacts are missing (see its docstring)"),
+    # default) it adds contacts where flat faces or edges of capsule/cylinder/box/mesh pairs touch,
+    # which collision.convex and collision.mesh do not: warned at load for the pairs with a mesh
+    # (`_multiccd_note`); the primitive pairs' gap (capsule/cylinder/box) is in convex's docstring.
+    "multiccd": ("warned", "collision.convex and collision.mesh give one contact per pair (MuJoCo's "
+                 "value with multiccd disabled); enabled, MuJoCo's extra flat-face contacts are missing"),
 }
 """Every `mjtDisableBit`: its class and where it is honoured, or why it is irrelevant."""
 
@@ -170,6 +175,9 @@ def option_warnings(m: mujoco.MjModel) -> list[str]:
             "(not supported here): its compiler and mj_step refuse it otherwise"
         )
 
+    if not _flag_set(dflags, "mjDSBL_", "multiccd"):
+        out += _multiccd_note(m)
+
     # Bits of a newer MuJoCo that this survey has not classified.
     for flags, prefix, table, field in ((dflags, "mjDSBL_", DISABLE_FLAGS, "disableflags"),
                                         (eflags, "mjENBL_", ENABLE_FLAGS, "enableflags")):
@@ -177,6 +185,24 @@ def option_warnings(m: mujoco.MjModel) -> list[str]:
         out += [f"option {field} bit 1<<{i}: unknown to brax-physics, ignored"
                 for i in range(unknown.bit_length()) if unknown >> i & 1]
     return out
+
+
+def _multiccd_note(m: mujoco.MjModel) -> list[str]:
+    """The warning for mesh pairs that MuJoCo's multiccd gives extra contacts (capsule, cylinder,
+    box or mesh against a mesh), if the model has any that can collide."""
+    gtype = np.asarray(m.geom_type)
+    multi = {int(t) for t in (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_CYLINDER,
+                              mujoco.mjtGeom.mjGEOM_BOX, mujoco.mjtGeom.mjGEOM_MESH)}
+    mesh = int(mujoco.mjtGeom.mjGEOM_MESH)
+    explicit = zip(np.asarray(m.pair_geom1).reshape(-1), np.asarray(m.pair_geom2).reshape(-1), strict=True)
+    kinds = sorted({tuple(sorted((int(gtype[a]), int(gtype[b])))) for a, b in [*dynamic_pairs(m), *explicit]})
+    hit = [k for k in kinds if mesh in k and set(k) <= multi]
+    if not hit:
+        return []
+    names = ", ".join(f"{keyword(mujoco.mjtGeom, a)}-{keyword(mujoco.mjtGeom, b)}" for a, b in hit)
+    return [f"option flag multiccd (enabled by default): not implemented for the {names} pairs of this "
+            "model, which get one contact each here; where their flat faces or edges touch MuJoCo adds "
+            "up to 3 more (disable multiccd to compare with MuJoCo)"]
 
 
 # Frames of the loading machinery; the warning points at the first frame outside them.

@@ -5,9 +5,11 @@ surface (in units of |vec|), -1 where it misses. A ray starting inside a solid g
 surface on its way out; planes are hit only from their front (+z) side, within `size[:2]` where
 those are positive. Geoms are handled by type, all geoms of a type together (their types are
 static), and the nearest hit wins, the lowest geom id on ties, as in MuJoCo's loop.
-Which geoms a ray considers follows MuJoCo's ray_eliminate (`candidates`). Meshes, height fields
-and SDFs are not supported: rays that could hit one raise ValueError at trace time (the loader
-refuses rangefinders that could).
+Which geoms a ray considers follows MuJoCo's ray_eliminate (`candidates`). Meshes are hit on
+their triangles (`mesh_face`, both sides, as MuJoCo's mj_rayMesh; not their convex hull): every
+triangle of every mesh geom a ray can see is tested (MuJoCo walks its bounding-volume tree; the
+nearest hit is the same). Height fields and SDFs are not supported: rays that could hit one raise
+ValueError at trace time (the loader refuses rangefinders that could).
 Gradients are finite everywhere: roots and quotients are guarded where a ray misses, grazes a
 surface or runs parallel to a face.
 """
@@ -30,7 +32,9 @@ from brax_physics._src.system import System
 
 PRIMITIVES = (mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CAPSULE, mjtGeom.mjGEOM_ELLIPSOID,
               mjtGeom.mjGEOM_CYLINDER, mjtGeom.mjGEOM_BOX)
-"""Geom types rays can hit here (MuJoCo's mju_rayGeom types)."""
+"""Primitive geom types (MuJoCo's mju_rayGeom types)."""
+TYPES = (*PRIMITIVES, mjtGeom.mjGEOM_MESH)
+"""Geom types rays can hit here."""
 NGROUP = 6
 """Number of geom groups a `geomgroup` mask covers (MuJoCo's mjNGROUP)."""
 
@@ -195,6 +199,43 @@ _LOCAL: dict[int, Local] = {
 }
 
 
+def _face_rows(sys: System, geoms: np.ndarray) -> np.ndarray:
+    """(k, F, 3) `mesh_vert` rows of the triangles of mesh geoms `geoms` (k,), padded to the largest
+    with degenerate triangles (one vertex three times), which no ray hits."""
+    faces = [sys.meshes.face[int(sys.geom_dataid[int(g)])] for g in geoms]
+    width = max(max(len(f) for f in faces), 1)
+    out = np.zeros((len(faces), width, 3), np.int32)
+    for i, f in enumerate(faces):
+        out[i, :len(f)] = f
+        out[i, len(f):] = f[0, 0] if len(f) else 0
+    return out
+
+
+def _mesh(tri: jax.Array, p: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Nearest hit of rays p + x v ((n, k, 3), geom frames) on the triangles tri (k, F, 3, 3) of k
+    meshes: distance (n, k) (-1: miss) and the hit triangle's normal (v0 - v2) x (v1 - v2) (MuJoCo's
+    ray_triangle: either side, the normal not turned towards the ray)."""
+    v0, v1, v2 = tri[None, :, :, 0], tri[None, :, :, 1], tri[None, :, :, 2]  # (1, k, F, 3)
+    e1, e2 = v0 - v2, v1 - v2
+    vv = jnp.broadcast_to(v[:, :, None, :], jnp.broadcast_shapes(v[:, :, None, :].shape, e2.shape))
+    pvec = jnp.cross(vv, e2)
+    det = _dot(e1, pvec)
+    ok = jnp.abs(det) >= MINVAL
+    inv = 1.0 / jnp.where(ok, det, 1.0)
+    tvec = p[:, :, None, :] - v2
+    u = _dot(tvec, pvec) * inv  # weight of v0
+    qvec = jnp.cross(tvec, e1)
+    w = _dot(vv, qvec) * inv  # weight of v1
+    x = _dot(e2, qvec) * inv
+    hit = ok & (u >= 0) & (w >= 0) & (u + w <= 1) & (x >= 0)
+    x = jnp.where(hit, x, jnp.inf)
+    j = jnp.argmin(x, axis=-1)
+    best = jnp.take_along_axis(x, j[..., None], axis=-1)[..., 0]
+    nrm = jnp.cross(e1, e2)[0]  # (k, F, 3)
+    n = nrm[jnp.arange(nrm.shape[0])[None, :], j]
+    return jnp.where(jnp.isfinite(best), best, -1.0), n
+
+
 def local_distance(geom_type: int, size: jax.Array, p: jax.Array, v: jax.Array) -> jax.Array:
     """(...) distance along the ray p + x v to a primitive of `geom_type` in its own frame, -1: miss.
 
@@ -219,12 +260,12 @@ def cast(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, pnt: jax.Array
     if not cols.size:
         return Hit(jnp.full(n, -1.0, pnt.dtype), jnp.full(n, -1, jnp.int32), jnp.zeros_like(pnt))
     types = np.asarray(sys.geom_type, np.int32)[cols]
-    bad = [int(g) for g in cols if int(sys.geom_type[g]) not in _LOCAL]
+    bad = [int(g) for g in cols if int(sys.geom_type[g]) not in TYPES]
     if bad:
         g = bad[0]
         raise ValueError(f"rays cannot hit geom '{sys.geom_names[g] or g}' of type "
-                         f"{keyword(mjtGeom, int(sys.geom_type[g]))}: rays support only primitive geoms "
-                         f"({', '.join(keyword(mjtGeom, int(t)) for t in PRIMITIVES)})")
+                         f"{keyword(mjtGeom, int(sys.geom_type[g]))}: rays support only "
+                         f"{', '.join(keyword(mjtGeom, int(t)) for t in TYPES)} geoms")
     dists, normal_list, order = [], [], []
     for t in np.unique(types):
         g = cols[types == t]
@@ -232,8 +273,11 @@ def cast(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, pnt: jax.Array
         rel = pnt[:, None, :] - geom_xpos[g][None, :, :]  # (n, k, 3)
         lp = jnp.einsum("kji,nkj->nki", mat, rel)  # matᵀ (pnt - pos): the ray in the geom's frame
         lv = jnp.einsum("kji,nj->nki", mat, vec)
-        size = jnp.broadcast_to(sys.geom_size[g][None, :, :], lp.shape)
-        x, nl = _LOCAL[int(t)](size, lp, lv)
+        if t == mjtGeom.mjGEOM_MESH:
+            x, nl = _mesh(sys.mesh_vert[_face_rows(sys, g)], lp, lv)
+        else:
+            size = jnp.broadcast_to(sys.geom_size[g][None, :, :], lp.shape)
+            x, nl = _LOCAL[int(t)](size, lp, lv)
         dists.append(x)
         normal_list.append(jnp.einsum("kij,nkj->nki", mat, normalize(nl)) if normals else jnp.zeros_like(lp))
         order.append(np.flatnonzero(types == t))

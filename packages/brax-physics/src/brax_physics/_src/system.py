@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from brax_physics._src.collision.mesh import MeshData
 from brax_physics._src.collision.pairs import CollisionPairs
 
 # Field metadata of static fields: `jax.tree_util.register_dataclass` makes them part of the treedef.
@@ -172,6 +173,9 @@ class System:
     geom_rbound: jax.Array
     """(ngeom,) bounding-sphere radius (0: none, planes); MuJoCo's sphere filter skips pairs farther
     apart than their radii plus margin and gap."""
+    mesh_vert: jax.Array
+    """(nmeshvert, 3) mesh vertices in their geom's frame; colliders read the convex hull's
+    (`meshes.hull`), rays the triangles (`meshes.face`)."""
     pair_friction: jax.Array
     """(npair, 5) friction of each explicit `<pair>` (slide, slide, spin, roll, roll)."""
     pair_solref: jax.Array
@@ -435,6 +439,8 @@ class System:
     contact_pairs: CollisionPairs = dataclasses.field(metadata=_STATIC)
     """Collision candidates: which geom pairs, their condim and collider (static, built at load);
     their parameters are mixed from the `geom_*` and `pair_*` leaves every step."""
+    meshes: MeshData = dataclasses.field(metadata=_STATIC)
+    """Static mesh structure: convex hull vertices and neighbours (MuJoCo's mesh_graph), triangles."""
     body_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Body names ('' if unnamed)."""
     jnt_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)

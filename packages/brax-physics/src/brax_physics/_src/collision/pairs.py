@@ -14,6 +14,8 @@ import mujoco
 import numpy as np
 
 from brax_physics._src.collision.convex import COLLIDERS, CONVEX_PAIRS
+from brax_physics._src.collision.mesh import NCON as MESH_NCON
+from brax_physics._src.collision.mesh import unsupported_meshes
 from brax_physics._src.mjenum import keyword
 
 
@@ -147,15 +149,16 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
     prio = np.asarray(m.geom_priority)
     condims = np.asarray(m.geom_condim)
     rows: dict[tuple[int, int], list[tuple[int, int, int, int, int]]] = {}
+    ncon = {**{k: v[1] for k, v in COLLIDERS.items()}, **MESH_NCON}
 
     def add(g1: int, g2: int, pair_id: int) -> None:
         if gtype[g1] > gtype[g2]:
             g1, g2 = g2, g1
         key = (int(gtype[g1]), int(gtype[g2]))
-        if key not in COLLIDERS:
+        if key not in ncon:
             raise ValueError(
                 f"unsupported collision pair {_pair_name(key)} between geoms {_geom_name(m, g1)} and "
-                f"{_geom_name(m, g2)}; supported pairs: " + ", ".join(map(_pair_name, COLLIDERS))
+                f"{_geom_name(m, g2)}; supported pairs: " + ", ".join(map(_pair_name, ncon))
                 + " (disable it with contype/conaffinity or <exclude>)"
             )
         if pair_id >= 0:
@@ -172,15 +175,19 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
     for g1, g2 in dynamic_pairs(m):
         add(g1, g2, -1)
 
-    if m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_NATIVECCD and any(k in CONVEX_PAIRS for k in rows):
-        key = next(k for k in sorted(rows) if k in CONVEX_PAIRS)
+    ccd = set(CONVEX_PAIRS) | {k for k in MESH_NCON if k[0] != mujoco.mjtGeom.mjGEOM_PLANE}
+    if m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_NATIVECCD and any(k in ccd for k in rows):
+        key = next(k for k in sorted(rows) if k in ccd)
         raise ValueError(f"option flag nativeccd='disable' (libccd) is not supported for the "
                          f"{_pair_name(key)} pairs of this model: they use MuJoCo's native GJK/EPA")
+    hull_errs = unsupported_meshes(m, {int(g) for r in rows.values() for row in r for g in row[:2]})
+    if hull_errs:
+        raise ValueError("; ".join(hull_errs))
     groups = []
     for key in sorted(rows):
         r = np.asarray(rows[key], np.int32).reshape(-1, 5)
         groups.append(PairGroup(
-            type1=key[0], type2=key[1], ncon_per_pair=COLLIDERS[key][1],
+            type1=key[0], type2=key[1], ncon_per_pair=ncon[key],
             geom1=r[:, 0].copy(), geom2=r[:, 1].copy(), condim=r[:, 2].copy(), pair_id=r[:, 3].copy(),
             winner=r[:, 4].copy(),
         ))

@@ -188,10 +188,10 @@ def test_gap_contacts_are_inactive() -> None:
 
 
 def test_unsupported_pair_names_both_geoms() -> None:
-    xml = """<mujoco><asset><mesh name="tet" vertex="0 0 0 .1 0 0 0 .1 0 0 0 .1"/></asset><worldbody>
-      <body><freejoint/><geom name="egg" type="mesh" mesh="tet"/></body>
+    xml = """<mujoco><asset><hfield name="h" nrow="2" ncol="2" size="1 1 0.1 0.1"/></asset><worldbody>
+      <geom name="ground" type="hfield" hfield="h"/>
       <body><freejoint/><geom name="ball" type="sphere" size=".1"/></body></worldbody></mujoco>"""
-    with pytest.raises(ValueError, match=r"sphere-mesh.*'ball'.*'egg'"):
+    with pytest.raises(ValueError, match=r"hfield-sphere.*'ground'.*'ball'"):
         collision_pairs(mujoco.MjModel.from_xml_string(xml))
 
 
