@@ -44,15 +44,15 @@ def _rgba(sys: Any, model: Any) -> np.ndarray:
     return rgba
 
 
-def _mesh(model: Any, i: int) -> dict[str, Any]:
-    """Mesh i as MuJoCo compiled it, flat: vertices (geom frame), triangles (vertex indices), normals
-    and each triangle corner's normal index."""
+def _mesh(sys: Any, model: Any, i: int) -> dict[str, Any]:
+    """Mesh i as MuJoCo compiled it, flat: vertices (geom frame; the System's `mesh_vert` leaf, which
+    may be randomized), triangles (vertex indices), normals and each triangle corner's normal index."""
     va, nv = int(model.mesh_vertadr[i]), int(model.mesh_vertnum[i])
     fa, nf = int(model.mesh_faceadr[i]), int(model.mesh_facenum[i])
     na, nn = int(model.mesh_normaladr[i]), int(model.mesh_normalnum[i])
     return {
         "name": mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_MESH, i) or "",
-        "vert": _f(np.asarray(model.mesh_vert)[va : va + nv].reshape(-1), 5),
+        "vert": _f(np.asarray(getattr(sys, "mesh_vert", model.mesh_vert))[va : va + nv].reshape(-1), 5),
         "face": np.asarray(model.mesh_face)[fa : fa + nf].reshape(-1).astype(int).tolist(),
         "normal": _f(np.asarray(model.mesh_normal)[na : na + nn].reshape(-1), 4),
         "facenormal": np.asarray(model.mesh_facenormal)[fa : fa + nf].reshape(-1).astype(int).tolist(),
@@ -122,7 +122,7 @@ def describe_system(sys: Any, dt: float | None = None) -> dict[str, Any]:
         if dataid >= 0 and code == _MESH:
             if dataid not in meshes:
                 meshes[dataid] = len(out_meshes)
-                out_meshes.append(_mesh(model, dataid))
+                out_meshes.append(_mesh(sys, model, dataid))
             geom["mesh"] = meshes[dataid]
         elif dataid >= 0 and code == _HFIELD:
             if dataid not in hfields:

@@ -64,6 +64,10 @@ _SYNCED_FIELDS = (
     "geom_quat",
     "geom_size",
     "geom_rgba",
+    # meshes and height fields, drawn from the System's (possibly randomized) leaves
+    "mesh_vert",
+    "hfield_size",
+    "hfield_data",
 )
 _MAX_SCENE_GEOMS = 10_000
 
@@ -197,6 +201,8 @@ def _render_model(sys: brax_physics.System, model: Any) -> Any:
                 f"sys has {size}={getattr(sys, size)} (pass the MJCF sys was loaded from)"
             )
     for field in _SYNCED_FIELDS:
+        if not hasattr(sys, field):
+            continue  # a System from before the field existed
         value = np.asarray(getattr(sys, field))
         target = getattr(m, field)
         if value.shape != target.shape:

@@ -219,3 +219,20 @@ def test_mp4_round_trips(tmp_path: pathlib.Path) -> None:
     )
     assert re.search(r"Video: h264 .*yuv420p.*, 48x36", probe.stderr), probe.stderr
     assert ffmpeg.count_frames_and_secs(str(path))[0] == 5
+
+
+def test_randomized_mesh_vertices_are_drawn(terrain: tuple[Any, Any]) -> None:
+    """A System whose mesh_vert leaf was scaled draws the scaled mesh (the model keeps the original)."""
+    sys, state = terrain
+    cam = mujoco.MjvCamera()
+    cam.lookat[:] = [0.1, -0.2, 0.7]
+    cam.distance, cam.elevation, cam.azimuth = 1.5, -30.0, 90.0
+
+    def emerald(s: Any) -> int:
+        frame = image.render_array(s, state, 96, 72, camera=cam).astype(np.int32)
+        r, g, b = frame[..., 0], frame[..., 1], frame[..., 2]
+        return int(((g > r + 20) & (g > b + 15)).sum())  # green over the orange terrain
+
+    small = emerald(sys)
+    big = emerald(sys.replace(mesh_vert=sys.mesh_vert * 1.6))
+    assert small > 100 and big > 2 * small, (small, big)
