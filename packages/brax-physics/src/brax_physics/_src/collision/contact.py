@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from mujoco import mjtGeom
 
+from brax_physics._src.collision import hfield
 from brax_physics._src.collision.convex import COLLIDERS, CONVEX_PAIRS, convex_collider
 from brax_physics._src.collision.pairs import PairGroup
 from brax_physics._src.linalg import MINVAL
@@ -144,18 +145,22 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
     geom_size = sys.geom_size
     parts: list[dict[str, jax.Array]] = []
     for g in sys.contact_pairs.groups:
-        fn, k = COLLIDERS[(g.type1, g.type2)]
-        if (g.type1, g.type2) in CONVEX_PAIRS:
-            fn = convex_collider(g.type1, g.type2, sys.contact_pairs.ccd_iterations,
-                                 sys.contact_pairs.ccd_tolerance)
         i1, i2 = g.geom1, g.geom2
         prm = _mix(sys, g)
         # Colliders cap their contact count with MuJoCo's detection threshold margin + gap.
         detect = prm.margin + prm.gap
-        dist, pos, frame = jax.vmap(fn)(
-            geom_xpos[i1], geom_xmat[i1], geom_size[i1],
-            geom_xpos[i2], geom_xmat[i2], geom_size[i2], detect,
-        )
+        k = g.ncon_per_pair
+        if g.type1 == hfield.HFIELD:
+            dist, pos, frame = hfield.collide_pairs(sys, g, geom_xpos, geom_xmat, geom_size[i2], detect)
+        else:
+            fn = COLLIDERS[(g.type1, g.type2)][0]
+            if (g.type1, g.type2) in CONVEX_PAIRS:
+                fn = convex_collider(g.type1, g.type2, sys.contact_pairs.ccd_iterations,
+                                     sys.contact_pairs.ccd_tolerance)
+            dist, pos, frame = jax.vmap(fn)(
+                geom_xpos[i1], geom_xmat[i1], geom_size[i1],
+                geom_xpos[i2], geom_xmat[i2], geom_size[i2], detect,
+            )
         n = g.npair * k
         skip = _sphere_filtered(sys, g, geom_xpos, geom_xmat, detect)
         slot = np.repeat(np.arange(g.npair), k)  # pair of every slot

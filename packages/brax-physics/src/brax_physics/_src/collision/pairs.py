@@ -14,6 +14,7 @@ import mujoco
 import numpy as np
 
 from brax_physics._src.collision.convex import COLLIDERS, CONVEX_PAIRS
+from brax_physics._src.collision.hfield import HFIELD_PAIRS, group_patch
 from brax_physics._src.mjenum import keyword
 
 
@@ -41,6 +42,8 @@ class PairGroup:
     """(npair,) int32 index of the explicit `<pair>` (into `System.pair_*`), -1 for geom-geom pairs."""
     winner: np.ndarray
     """(npair,) int32 for geom-geom pairs: 1 if geom1 has the higher priority, 2 if geom2, 0 if equal."""
+    patch: tuple[int, int] = (0, 0)
+    """Height-field groups: (rows, cols) of grid cells each pair scans (`hfield.group_patch`)."""
 
     @property
     def npair(self) -> int:
@@ -62,8 +65,8 @@ class CollisionPairs:
 
     def _key(self) -> tuple[object, ...]:
         groups = tuple(
-            (g.type1, g.type2, g.ncon_per_pair, *(a.tobytes() for a in (g.geom1, g.geom2, g.condim, g.pair_id,
-                                                                          g.winner)))
+            (g.type1, g.type2, g.ncon_per_pair, g.patch,
+             *(a.tobytes() for a in (g.geom1, g.geom2, g.condim, g.pair_id, g.winner)))
             for g in self.groups
         )
         return (self.ccd_iterations, self.ccd_tolerance, *groups)
@@ -152,10 +155,11 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
         if gtype[g1] > gtype[g2]:
             g1, g2 = g2, g1
         key = (int(gtype[g1]), int(gtype[g2]))
-        if key not in COLLIDERS:
+        if key not in COLLIDERS and key not in HFIELD_PAIRS:
+            supported = (*COLLIDERS, *HFIELD_PAIRS)
             raise ValueError(
                 f"unsupported collision pair {_pair_name(key)} between geoms {_geom_name(m, g1)} and "
-                f"{_geom_name(m, g2)}; supported pairs: " + ", ".join(map(_pair_name, COLLIDERS))
+                f"{_geom_name(m, g2)}; supported pairs: " + ", ".join(map(_pair_name, supported))
                 + " (disable it with contype/conaffinity or <exclude>)"
             )
         if pair_id >= 0:
@@ -172,15 +176,18 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
     for g1, g2 in dynamic_pairs(m):
         add(g1, g2, -1)
 
-    if m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_NATIVECCD and any(k in CONVEX_PAIRS for k in rows):
-        key = next(k for k in sorted(rows) if k in CONVEX_PAIRS)
+    ccd_pairs = (*CONVEX_PAIRS, *HFIELD_PAIRS)
+    if m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_NATIVECCD and any(k in ccd_pairs for k in rows):
+        key = next(k for k in sorted(rows) if k in ccd_pairs)
         raise ValueError(f"option flag nativeccd='disable' (libccd) is not supported for the "
                          f"{_pair_name(key)} pairs of this model: they use MuJoCo's native GJK/EPA")
     groups = []
     for key in sorted(rows):
         r = np.asarray(rows[key], np.int32).reshape(-1, 5)
+        patch, ncon = ((0, 0), COLLIDERS[key][1]) if key not in HFIELD_PAIRS else group_patch(
+            m, r[:, 0], r[:, 1], r[:, 3])
         groups.append(PairGroup(
-            type1=key[0], type2=key[1], ncon_per_pair=COLLIDERS[key][1],
+            type1=key[0], type2=key[1], ncon_per_pair=ncon, patch=patch,
             geom1=r[:, 0].copy(), geom2=r[:, 1].copy(), condim=r[:, 2].copy(), pair_id=r[:, 3].copy(),
             winner=r[:, 4].copy(),
         ))
