@@ -5,9 +5,9 @@ surface (in units of |vec|), -1 where it misses. A ray starting inside a solid g
 surface on its way out; planes are hit only from their front (+z) side, within `size[:2]` where
 those are positive. Geoms are handled by type, all geoms of a type together (their types are
 static), and the nearest hit wins, the lowest geom id on ties, as in MuJoCo's loop.
-Which geoms a ray considers follows MuJoCo's ray_eliminate (`candidates`). Meshes, height fields
-and SDFs are not supported: rays that could hit one raise ValueError at trace time (the loader
-refuses rangefinders that could).
+Which geoms a ray considers follows MuJoCo's ray_eliminate (`candidates`). Height fields are cast
+against in `collision.hfield.ray_local`. Meshes and SDFs are not supported: rays that could hit
+one raise ValueError at trace time (the loader refuses rangefinders that could).
 Gradients are finite everywhere: roots and quotients are guarded where a ray misses, grazes a
 surface or runs parallel to a face.
 """
@@ -23,14 +23,15 @@ import numpy as np
 from brax_math import normalize
 from mujoco import mjtGeom
 
+from brax_physics._src.collision import hfield
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.mjenum import keyword
 from brax_physics._src.state import State
 from brax_physics._src.system import System
 
-PRIMITIVES = (mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CAPSULE, mjtGeom.mjGEOM_ELLIPSOID,
-              mjtGeom.mjGEOM_CYLINDER, mjtGeom.mjGEOM_BOX)
-"""Geom types rays can hit here (MuJoCo's mju_rayGeom types)."""
+PRIMITIVES = (mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_HFIELD, mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CAPSULE,
+              mjtGeom.mjGEOM_ELLIPSOID, mjtGeom.mjGEOM_CYLINDER, mjtGeom.mjGEOM_BOX)
+"""Geom types rays can hit here (MuJoCo's mju_rayGeom types and height fields, mj_rayHfield)."""
 NGROUP = 6
 """Number of geom groups a `geomgroup` mask covers (MuJoCo's mjNGROUP)."""
 
@@ -206,6 +207,16 @@ def local_distance(geom_type: int, size: jax.Array, p: jax.Array, v: jax.Array) 
     return _LOCAL[geom_type](size, p, v)[0]
 
 
+def _hfields(sys: System, geoms: np.ndarray, lp: jax.Array, lv: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Distances and local normals (n, k) of rays lp, lv (n, k, 3) to the height-field geoms (k,)."""
+    out = []
+    for j, g in enumerate(geoms):
+        h = int(sys.geom_dataid[int(g)])
+        out.append(hfield.ray_local(sys.hfield_size[h], sys.hfield_data, int(sys.hfield_adr[h]),
+                                    int(sys.hfield_nrow[h]), int(sys.hfield_ncol[h]), lp[:, j], lv[:, j]))
+    return jnp.stack([x for x, _ in out], axis=1), jnp.stack([n for _, n in out], axis=1)
+
+
 def cast(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, pnt: jax.Array, vec: jax.Array,
          seen: np.ndarray, normals: bool = True) -> Hit:
     """The nearest hit of each of n rays `pnt + x vec` ((n, 3) each) among the geoms it sees.
@@ -219,7 +230,7 @@ def cast(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, pnt: jax.Array
     if not cols.size:
         return Hit(jnp.full(n, -1.0, pnt.dtype), jnp.full(n, -1, jnp.int32), jnp.zeros_like(pnt))
     types = np.asarray(sys.geom_type, np.int32)[cols]
-    bad = [int(g) for g in cols if int(sys.geom_type[g]) not in _LOCAL]
+    bad = [int(g) for g in cols if int(sys.geom_type[g]) not in PRIMITIVES]
     if bad:
         g = bad[0]
         raise ValueError(f"rays cannot hit geom '{sys.geom_names[g] or g}' of type "
@@ -232,8 +243,10 @@ def cast(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, pnt: jax.Array
         rel = pnt[:, None, :] - geom_xpos[g][None, :, :]  # (n, k, 3)
         lp = jnp.einsum("kji,nkj->nki", mat, rel)  # matᵀ (pnt - pos): the ray in the geom's frame
         lv = jnp.einsum("kji,nj->nki", mat, vec)
-        size = jnp.broadcast_to(sys.geom_size[g][None, :, :], lp.shape)
-        x, nl = _LOCAL[int(t)](size, lp, lv)
+        if t == mjtGeom.mjGEOM_HFIELD:
+            x, nl = _hfields(sys, g, lp, lv)
+        else:
+            x, nl = _LOCAL[int(t)](jnp.broadcast_to(sys.geom_size[g][None, :, :], lp.shape), lp, lv)
         dists.append(x)
         normal_list.append(jnp.einsum("kij,nkj->nki", mat, normalize(nl)) if normals else jnp.zeros_like(lp))
         order.append(np.flatnonzero(types == t))
