@@ -31,8 +31,6 @@ import numpy as np
 from mujoco import mjtGeom
 
 from brax_physics._src.collision.convex import (
-    _CAPSULE,
-    _SPHERE,
     CONVEX_TYPES,
     ConvexShape,
     ShapeFn,
@@ -168,7 +166,7 @@ def hfield_contacts(hpos: jax.Array, hmat: jax.Array, size: jax.Array, data: jax
     inside = (r < rmax) & (c < cmax) & near  # (pr, pc): cells MuJoCo's loop visits
     r_ = jnp.clip(r, 0, nrow - 2) + 0 * c
     c_ = jnp.clip(c, 0, ncol - 2) + 0 * r
-    prisms = _prisms(size, data, adr, nrow, ncol, r_, c_, ).reshape(2 * pr * pc, 6, 3)
+    prisms = _prisms(size, data, adr, nrow, ncol, r_, c_).reshape(2 * pr * pc, 6, 3)
     # prism height test: a prism whose top lies below the geom is skipped
     tall = jnp.any(jax.lax.stop_gradient(prisms[:, 3:, 2]) >= smin[2], axis=1)
     visit = jnp.repeat(inside.reshape(-1), 2) & tall
@@ -201,7 +199,7 @@ def collide_group(hpos: jax.Array, hmat: jax.Array, size: jax.Array, data: jax.A
     static patch); geom2 is a primitive of `type2` with its size as data unless `shape2` is given
     (any ShapeFn: a mesh's, with its data pytree batched over the pairs)."""
     fn = primitive_shape(type2) if shape2 is None else shape2
-    rounded = type2 in (_SPHERE, _CAPSULE)
+    rounded = type2 in (mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CAPSULE)
 
     def one(hp: jax.Array, hm: jax.Array, sz: jax.Array, a: jax.Array, nr: jax.Array, nc: jax.Array,
             p2: jax.Array, m2: jax.Array, d2: Any, rb: jax.Array, mg: jax.Array
