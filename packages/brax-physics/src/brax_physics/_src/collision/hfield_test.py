@@ -204,3 +204,15 @@ def test_rangefinders_over_the_terrain_match_mujoco() -> None:
     # the fixed sites see the same terrain at every step; the box's follows its (slightly different) fall
     np.testing.assert_allclose(s[:, :3], want_s[:, :3], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(s[:, 3], want_s[:, 3], atol=5e-3)
+
+
+def test_planes_and_height_fields_never_collide() -> None:
+    # MuJoCo has no plane-hfield or hfield-hfield collider: such candidate pairs are not tested
+    xml = f"""<mujoco>{TERRAIN}<worldbody><geom type="plane" size="1 1 0.1"/>{HFIELD_GEOM}/>
+      <body><freejoint/><inertial pos="0 0 0" mass="1" diaginertia="0.1 0.1 0.1"/>
+        <geom type="hfield" hfield="terrain"/></body></worldbody></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    assert d.ncon == 0
+    assert bp.load_mjcf(xml).contact_pairs.ncon == 0

@@ -119,14 +119,15 @@ def dynamic_pairs(m: mujoco.MjModel) -> list[tuple[int, int]]:
     conaff = np.asarray(m.geom_conaffinity)
     gtype = np.asarray(m.geom_type)
     body = np.asarray(m.geom_bodyid)
-    plane = int(mujoco.mjtGeom.mjGEOM_PLANE)
+    # MuJoCo has no collider for plane-plane, plane-hfield and hfield-hfield: never tested
+    flat = (int(mujoco.mjtGeom.mjGEOM_PLANE), int(mujoco.mjtGeom.mjGEOM_HFIELD))
     out = []
     for g1 in range(m.ngeom):
         for g2 in range(g1 + 1, m.ngeom):
             if not ((contype[g1] & conaff[g2]) or (contype[g2] & conaff[g1])):
                 continue
-            if gtype[g1] == plane and gtype[g2] == plane:
-                continue  # plane-plane is never tested
+            if gtype[g1] in flat and gtype[g2] in flat:
+                continue
             b1, b2 = int(body[g1]), int(body[g2])
             if _body_pair_filtered(m, b1, b2, filterparent):
                 continue
