@@ -5,11 +5,13 @@ measure the smooth pipeline alone. ant, humanoid: the brax-envs assets, with joi
 foot-floor contacts (the constraint solver in the loop). gym_humanoid, dmc_quadruped: models
 nobody here wrote, from the Gymnasium and dm_control packages (tendons, filter actuators, equality).
 mesh32, mesh64: convex meshes of 32 and 64 vertices (mesh-plane and mesh-mesh contacts).
+hfield_balls: spheres and capsules on a height-field terrain (no actuators).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 
 import mujoco
@@ -111,7 +113,6 @@ CHAIN7 = """
             '<joint name="joint0" axis="1 0 0"/><geom fromto="0 0 0 0 0 -0.25"/>\n    <body name="l2"', 1)
 
 
-
 def mesh_stack(nvert: int) -> str:
     """Two convex hulls of `nvert` vertices (points on an ellipsoid) stacked on the floor: plane-mesh
     contacts for the lower one, mesh-mesh between them. multiccd is disabled so that MuJoCo C, MJX
@@ -132,8 +133,38 @@ def mesh_stack(nvert: int) -> str:
 """
 
 
+def _terrain_elevation(n: int) -> str:
+    """n x n smooth bumps in [0, 1] (rows are y), as an MJCF elevation list."""
+    out = []
+    for r in range(n):
+        for c in range(n):
+            x, y = c / (n - 1), r / (n - 1)
+            z = 0.5 + 0.25 * math.sin(9.0 * x + 1.0) * math.cos(7.0 * y) + 0.25 * math.sin(5.0 * (x + y))
+            out.append(f"{z:.4f}")
+    return " ".join(out)
+
+
+# Height-field terrain (32 x 32 grid, 4 x 4 m, 0.3 m bumps) with four spheres and four capsules
+# rolling on it: every ground contact goes through the height-field prisms (GJK/EPA per prism).
+HFIELD_BALLS = f"""
+<mujoco model="hfield_balls">
+  <option timestep="0.005"/>
+  <asset>
+    <hfield name="terrain" nrow="32" ncol="32" size="2 2 0.3 0.1" elevation="{_terrain_elevation(32)}"/>
+  </asset>
+  <worldbody>
+    <geom name="terrain" type="hfield" hfield="terrain"/>
+""" + "".join(
+    f'    <body pos="{x} {y} 0.6"><freejoint/><geom type="sphere" size="0.1"/></body>\n'
+    f'    <body pos="{-x} {y} 0.6" euler="0 80 {30 * i}"><freejoint/>'
+    '<geom type="capsule" size="0.06 0.15"/></body>\n'
+    for i, (x, y) in enumerate(((0.5, 0.5), (1.0, -0.5), (0.3, -1.2), (1.4, 1.1)))
+) + """  </worldbody>
+</mujoco>
+"""
+
 MODELS: dict[str, str] = {"reacher": REACHER, "swimmer": SWIMMER, "chain7": CHAIN7,
-                          "mesh32": mesh_stack(32), "mesh64": mesh_stack(64)}
+                          "mesh32": mesh_stack(32), "mesh64": mesh_stack(64), "hfield_balls": HFIELD_BALLS}
 for _name in N_FRAMES:
     if (ASSETS / f"{_name}.xml").exists():
         MODELS[_name] = (ASSETS / f"{_name}.xml").read_text()

@@ -248,7 +248,7 @@ class Recipe(NamedTuple):
 
     row: str | None
     """'geom:box', 'body:…', 'jnt:…', 'dof:…'/'qpos:…' (a joint's), 'actuator:…', 'pair:…', 'site:…',
-    'sensor:…', 'eq:…', 'tendon:…'; None: no rows."""
+    'sensor:…', 'eq:…', 'tendon:…', 'hfield:…'; None: no rows."""
     cols: int | slice | None
     """Columns of the row (None: the whole row)."""
     change: Callable[[np.ndarray], np.ndarray]
@@ -608,6 +608,30 @@ RECIPES.update({
 })
 
 
+# ---- height fields ----
+# A ball and a box thrown down onto a bumpy terrain, a rangefinder looking down at it from a rig:
+# taller bumps meet the bodies earlier and shorten the range.
+_HF_ELEV = " ".join(f"{v:.3f}" for v in np.random.default_rng(3).uniform(0, 1, 36))
+SWEEPS["hfield"] = Sweep(f"""
+<mujoco model="live_hfield">
+  <asset><hfield name="terrain" nrow="6" ncol="6" size="0.6 0.6 0.25 0.1" elevation="{_HF_ELEV}"/></asset>
+  <worldbody>
+    <geom name="terrain" type="hfield" hfield="terrain" euler="0 0 15"/>
+    <body name="rig"><site name="look" pos="0.2 -0.25 1" euler="180 0 0"/></body>
+    <body pos="-0.2 0.1 0.42"><freejoint name="ball"/><geom name="ball" type="sphere" size="0.08"/></body>
+    <body pos="0.25 0.2 0.4" euler="10 20 30"><freejoint name="box"/>
+      <geom name="box" type="box" size="0.08 0.06 0.05" margin="0.001"/></body>
+  </worldbody>
+  <sensor><rangefinder site="look"/></sensor>
+</mujoco>""", {"ball": (0.3, 0.0, -2.0), "box": (0.0, -0.2, -2.0)}, (), {})
+RECIPES.update({
+    "hfield_size": Recipe("hfield:terrain", 2, _scale(1.3), "taller bumps: earlier landings, a shorter range",
+                          sweep="hfield"),
+    "hfield_data": Recipe(None, None, _scale(0.7), "flatter terrain: later landings, a longer range",
+                          sweep="hfield"),
+})
+
+
 def _leaf_fields(cls: type = System, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
     """(path, field) of every non-static field, recursing into nested dataclasses ('opt.gravity')."""
     hints = typing.get_type_hints(cls)
@@ -654,7 +678,8 @@ _OBJ = {"geom": mujoco.mjtObj.mjOBJ_GEOM, "body": mujoco.mjtObj.mjOBJ_BODY, "jnt
         "dof": mujoco.mjtObj.mjOBJ_JOINT, "qpos": mujoco.mjtObj.mjOBJ_JOINT,
         "actuator": mujoco.mjtObj.mjOBJ_ACTUATOR, "pair": mujoco.mjtObj.mjOBJ_PAIR,
         "site": mujoco.mjtObj.mjOBJ_SITE, "sensor": mujoco.mjtObj.mjOBJ_SENSOR,
-        "eq": mujoco.mjtObj.mjOBJ_EQUALITY, "tendon": mujoco.mjtObj.mjOBJ_TENDON}
+        "eq": mujoco.mjtObj.mjOBJ_EQUALITY, "tendon": mujoco.mjtObj.mjOBJ_TENDON,
+        "hfield": mujoco.mjtObj.mjOBJ_HFIELD}
 
 
 def _index(m: Any, recipe: Recipe) -> tuple[Any, ...]:

@@ -8,8 +8,9 @@ static), and the nearest hit wins, the lowest geom id on ties, as in MuJoCo's lo
 Which geoms a ray considers follows MuJoCo's ray_eliminate (`candidates`). Meshes are hit on
 their triangles (`mesh_face`, both sides, as MuJoCo's mj_rayMesh; not their convex hull): every
 triangle of every mesh geom a ray can see is tested (MuJoCo walks its bounding-volume tree; the
-nearest hit is the same). Height fields and SDFs are not supported: rays that could hit one raise
-ValueError at trace time (the loader refuses rangefinders that could).
+nearest hit is the same). Height fields are cast against in `collision.hfield.ray_local`. SDFs are
+not supported: rays that could hit one raise ValueError at trace time (the loader refuses
+rangefinders that could).
 Gradients are finite everywhere: roots and quotients are guarded where a ray misses, grazes a
 surface or runs parallel to a face.
 """
@@ -25,6 +26,7 @@ import numpy as np
 from brax_math import normalize
 from mujoco import mjtGeom
 
+from brax_physics._src.collision import hfield
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.mjenum import keyword
 from brax_physics._src.state import State
@@ -33,8 +35,8 @@ from brax_physics._src.system import System
 PRIMITIVES = (mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CAPSULE, mjtGeom.mjGEOM_ELLIPSOID,
               mjtGeom.mjGEOM_CYLINDER, mjtGeom.mjGEOM_BOX)
 """Primitive geom types (MuJoCo's mju_rayGeom types)."""
-TYPES = (*PRIMITIVES, mjtGeom.mjGEOM_MESH)
-"""Geom types rays can hit here."""
+TYPES = (*PRIMITIVES, mjtGeom.mjGEOM_HFIELD, mjtGeom.mjGEOM_MESH)
+"""Geom types rays can hit here (height fields as mj_rayHfield, meshes as mj_rayMesh)."""
 NGROUP = 6
 """Number of geom groups a `geomgroup` mask covers (MuJoCo's mjNGROUP)."""
 
@@ -247,6 +249,16 @@ def local_distance(geom_type: int, size: jax.Array, p: jax.Array, v: jax.Array) 
     return _LOCAL[geom_type](size, p, v)[0]
 
 
+def _hfields(sys: System, geoms: np.ndarray, lp: jax.Array, lv: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Distances and local normals (n, k) of rays lp, lv (n, k, 3) to the height-field geoms (k,)."""
+    out = []
+    for j, g in enumerate(geoms):
+        h = int(sys.geom_dataid[int(g)])
+        out.append(hfield.ray_local(sys.hfield_size[h], sys.hfield_data, int(sys.hfield_adr[h]),
+                                    int(sys.hfield_nrow[h]), int(sys.hfield_ncol[h]), lp[:, j], lv[:, j]))
+    return jnp.stack([x for x, _ in out], axis=1), jnp.stack([n for _, n in out], axis=1)
+
+
 def cast(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, pnt: jax.Array, vec: jax.Array,
          seen: np.ndarray, normals: bool = True) -> Hit:
     """The nearest hit of each of n rays `pnt + x vec` ((n, 3) each) among the geoms it sees.
@@ -275,6 +287,8 @@ def cast(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, pnt: jax.Array
         lv = jnp.einsum("kji,nj->nki", mat, vec)
         if t == mjtGeom.mjGEOM_MESH:
             x, nl = _mesh(sys.mesh_vert[_face_rows(sys, g)], lp, lv)
+        elif t == mjtGeom.mjGEOM_HFIELD:
+            x, nl = _hfields(sys, g, lp, lv)
         else:
             size = jnp.broadcast_to(sys.geom_size[g][None, :, :], lp.shape)
             x, nl = _LOCAL[int(t)](size, lp, lv)

@@ -176,6 +176,12 @@ class System:
     mesh_vert: jax.Array
     """(nmeshvert, 3) mesh vertices in their geom's frame; colliders read the convex hull's
     (`meshes.hull`), rays the triangles (`meshes.face`)."""
+    hfield_size: jax.Array
+    """(nhfield, 4) height-field size: x and y half-extents, elevation scale (data 1 is this high) and
+    base depth below z = 0."""
+    hfield_data: jax.Array
+    """(nhfielddata,) all height fields' elevations, row-major (row r is y, column c is x), as
+    MuJoCo's normalized `hfield_data` (elevation = data * hfield_size[2])."""
     pair_friction: jax.Array
     """(npair, 5) friction of each explicit `<pair>` (slide, slide, spin, roll, roll)."""
     pair_solref: jax.Array
@@ -356,6 +362,12 @@ class System:
     geom_visible: tuple[bool, ...] = dataclasses.field(metadata=_STATIC)
     """Whether rays (MuJoCo mj_ray, rangefinders) can hit the geom: the alpha of its rgba, or of its
     material's rgba if it has a material, was nonzero at load (MuJoCo's rays skip invisible geoms)."""
+    hfield_nrow: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Number of rows (y samples) of each height field."""
+    hfield_ncol: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Number of columns (x samples) of each height field."""
+    hfield_adr: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """Address of each height field's first elevation in `hfield_data`."""
     actuator_trntype: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """`mujoco.mjtTrn` code: joint, jointinparent, slidercrank, tendon or site."""
     actuator_trnid: tuple[tuple[int, int], ...] = dataclasses.field(metadata=_STATIC)

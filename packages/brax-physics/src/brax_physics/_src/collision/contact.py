@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from mujoco import mjtGeom
 
-from brax_physics._src.collision import mesh
+from brax_physics._src.collision import hfield, mesh
 from brax_physics._src.collision.convex import COLLIDERS, CONVEX_PAIRS, convex_collider
 from brax_physics._src.collision.pairs import PairGroup
 from brax_physics._src.linalg import MINVAL
@@ -150,7 +150,13 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
         prm = _mix(sys, g)
         # Colliders cap their contact count with MuJoCo's detection threshold margin + gap.
         detect = prm.margin + prm.gap
-        if (g.type1, g.type2) in mesh.NCON:  # pairs with a mesh: per-geom mesh data
+        if g.type1 == hfield.HFIELD and g.type2 == mesh.MESH:  # prisms against the mesh's hull
+            hull = sys.mesh_vert[mesh.hull_rows(sys.meshes, np.asarray(sys.geom_dataid, np.int32)[i2])]
+            dist, pos, frame = hfield.collide_pairs(sys, g, geom_xpos, geom_xmat, hull, detect,
+                                                    mesh.mesh_shape)
+        elif g.type1 == hfield.HFIELD:  # height-field prisms against the other geom
+            dist, pos, frame = hfield.collide_pairs(sys, g, geom_xpos, geom_xmat, geom_size[i2], detect)
+        elif (g.type1, g.type2) in mesh.NCON:  # pairs with a mesh: per-geom mesh data
             dist, pos, frame = mesh.collide_group(sys, g, geom_xpos, geom_xmat, detect)
         else:
             fn = COLLIDERS[(g.type1, g.type2)][0]

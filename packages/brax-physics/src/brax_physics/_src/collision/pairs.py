@@ -14,6 +14,7 @@ import mujoco
 import numpy as np
 
 from brax_physics._src.collision.convex import COLLIDERS, CONVEX_PAIRS
+from brax_physics._src.collision.hfield import HFIELD_PAIRS, group_patch
 from brax_physics._src.collision.mesh import NCON as MESH_NCON
 from brax_physics._src.collision.mesh import unsupported_meshes
 from brax_physics._src.mjenum import keyword
@@ -43,6 +44,8 @@ class PairGroup:
     """(npair,) int32 index of the explicit `<pair>` (into `System.pair_*`), -1 for geom-geom pairs."""
     winner: np.ndarray
     """(npair,) int32 for geom-geom pairs: 1 if geom1 has the higher priority, 2 if geom2, 0 if equal."""
+    patch: tuple[int, int] = (0, 0)
+    """Height-field groups: (rows, cols) of grid cells each pair scans (`hfield.group_patch`)."""
 
     @property
     def npair(self) -> int:
@@ -64,8 +67,8 @@ class CollisionPairs:
 
     def _key(self) -> tuple[object, ...]:
         groups = tuple(
-            (g.type1, g.type2, g.ncon_per_pair, *(a.tobytes() for a in (g.geom1, g.geom2, g.condim, g.pair_id,
-                                                                          g.winner)))
+            (g.type1, g.type2, g.ncon_per_pair, g.patch,
+             *(a.tobytes() for a in (g.geom1, g.geom2, g.condim, g.pair_id, g.winner)))
             for g in self.groups
         )
         return (self.ccd_iterations, self.ccd_tolerance, *groups)
@@ -118,14 +121,15 @@ def dynamic_pairs(m: mujoco.MjModel) -> list[tuple[int, int]]:
     conaff = np.asarray(m.geom_conaffinity)
     gtype = np.asarray(m.geom_type)
     body = np.asarray(m.geom_bodyid)
-    plane = int(mujoco.mjtGeom.mjGEOM_PLANE)
+    # MuJoCo has no collider for plane-plane, plane-hfield and hfield-hfield: never tested
+    flat = (int(mujoco.mjtGeom.mjGEOM_PLANE), int(mujoco.mjtGeom.mjGEOM_HFIELD))
     out = []
     for g1 in range(m.ngeom):
         for g2 in range(g1 + 1, m.ngeom):
             if not ((contype[g1] & conaff[g2]) or (contype[g2] & conaff[g1])):
                 continue
-            if gtype[g1] == plane and gtype[g2] == plane:
-                continue  # plane-plane is never tested
+            if gtype[g1] in flat and gtype[g2] in flat:
+                continue
             b1, b2 = int(body[g1]), int(body[g2])
             if _body_pair_filtered(m, b1, b2, filterparent):
                 continue
@@ -155,10 +159,11 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
         if gtype[g1] > gtype[g2]:
             g1, g2 = g2, g1
         key = (int(gtype[g1]), int(gtype[g2]))
-        if key not in ncon:
+        if key not in ncon and key not in HFIELD_PAIRS:
+            supported = sorted({*ncon, *HFIELD_PAIRS})
             raise ValueError(
                 f"unsupported collision pair {_pair_name(key)} between geoms {_geom_name(m, g1)} and "
-                f"{_geom_name(m, g2)}; supported pairs: " + ", ".join(map(_pair_name, ncon))
+                f"{_geom_name(m, g2)}; supported pairs: " + ", ".join(map(_pair_name, supported))
                 + " (disable it with contype/conaffinity or <exclude>)"
             )
         if pair_id >= 0:
@@ -175,7 +180,7 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
     for g1, g2 in dynamic_pairs(m):
         add(g1, g2, -1)
 
-    ccd = set(CONVEX_PAIRS) | {k for k in MESH_NCON if k[0] != mujoco.mjtGeom.mjGEOM_PLANE}
+    ccd = {*CONVEX_PAIRS, *HFIELD_PAIRS, *(k for k in MESH_NCON if k[0] != mujoco.mjtGeom.mjGEOM_PLANE)}
     if m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_NATIVECCD and any(k in ccd for k in rows):
         key = next(k for k in sorted(rows) if k in ccd)
         raise ValueError(f"option flag nativeccd='disable' (libccd) is not supported for the "
@@ -186,8 +191,10 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
     groups = []
     for key in sorted(rows):
         r = np.asarray(rows[key], np.int32).reshape(-1, 5)
+        patch, slots = ((0, 0), ncon[key]) if key not in HFIELD_PAIRS else group_patch(
+            m, r[:, 0], r[:, 1], r[:, 3])
         groups.append(PairGroup(
-            type1=key[0], type2=key[1], ncon_per_pair=ncon[key],
+            type1=key[0], type2=key[1], ncon_per_pair=slots, patch=patch,
             geom1=r[:, 0].copy(), geom2=r[:, 1].copy(), condim=r[:, 2].copy(), pair_id=r[:, 3].copy(),
             winner=r[:, 4].copy(),
         ))

@@ -1,0 +1,371 @@
+"""Height fields: contacts with convex geoms as triangular prisms (MuJoCo mjc_ConvexHField) and rays.
+
+A height field is a grid of `nrow` x `ncol` elevations over [-sx, sx] x [-sy, sy] in its frame
+(column c at x = c dx - sx, row r at y = r dy - sy, elevation data[r, c] * sz), solid down to the
+base at z = -base. MuJoCo 4.0.0 collides it with a convex geom cell by cell: the geom's support
+box in the height field's frame selects the cells it overlaps, each cell is split along its
+(c, r)-(c+1, r+1) diagonal into two triangles, and each triangle extruded from the surface down to
+the base is a convex prism with 6 vertices that meets the geom in the general convex collider
+(GJK/EPA, `convex.shape_contact`, with the pair's margin): a prism gives a contact when the geom
+comes within the margin of it, at their signed distance. The support box is widened by the margin
+before it selects cells; cells whose prism tops all lie below it are skipped. Contacts come in
+the scan order (rows, then columns, then the two prisms of a cell), at most MuJoCo's
+mjMAXCONPAIR per pair.
+
+Under jit the number of cells a geom can overlap is static: its widened support box is at most
+2 (rbound + margin) wide (`geom_rbound` and the pair's margin + gap at load; enlarge them in the
+MJCF before randomizing sizes or margins up), which spans at most floor(width / dx) + 2 cells.
+Every prism of that patch runs the collider (masked outside the geom's cell range, as MuJoCo's
+loop bounds), and the pair's slots keep the first mjMAXCONPAIR found in scan order, which is
+exactly MuJoCo's set; a patch of at most mjMAXCONPAIR prisms keeps one slot per prism.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+from mujoco import mjtGeom
+
+from brax_physics._src.collision.convex import (
+    CONVEX_TYPES,
+    ConvexShape,
+    ShapeFn,
+    primitive_shape,
+    shape_contact,
+)
+from brax_physics._src.collision.primitives import NO_CONTACT, make_frame
+from brax_physics._src.linalg import MINVAL
+
+if TYPE_CHECKING:
+    from brax_physics._src.collision.pairs import PairGroup
+    from brax_physics._src.system import System
+
+HFIELD = int(mjtGeom.mjGEOM_HFIELD)
+MAXCONPAIR = 50
+"""MuJoCo's mjMAXCONPAIR: most contacts a height-field pair reports."""
+
+HFIELD_PAIRS = (*((HFIELD, t) for t in CONVEX_TYPES), (HFIELD, int(mjtGeom.mjGEOM_MESH)))
+"""(type1, type2) pairs collided here: a height field and a sphere, capsule, ellipsoid, cylinder, box or
+convex mesh (its hull, `mesh.mesh_shape`)."""
+
+
+# ----------------------------------------------------------------------------------------------
+# load time (numpy): the static patch
+
+
+def patch_cells(m: mujoco.MjModel, hfield_geom: int, geom: int, margin: float) -> tuple[int, int]:
+    """(rows, cols) of grid cells the geom's support box widened by `margin` can overlap."""
+    h = int(m.geom_dataid[hfield_geom])
+    nrow, ncol = int(m.hfield_nrow[h]), int(m.hfield_ncol[h])
+    sx, sy = float(m.hfield_size[h, 0]), float(m.hfield_size[h, 1])
+    width = 2.0 * (float(m.geom_rbound[geom]) + margin)
+
+    def cells(n: int, half: float) -> int:
+        w = width / (2.0 * half / (n - 1))
+        return min(n - 1, int(np.floor(w * (1 + 1e-5) + 1e-5)) + 2)
+
+    return cells(nrow, sy), cells(ncol, sx)
+
+
+def group_patch(m: mujoco.MjModel, geom1: np.ndarray, geom2: np.ndarray, pair_id: np.ndarray
+                ) -> tuple[tuple[int, int], int]:
+    """The patch (rows, cols) every pair of a group scans and its contact slots per pair."""
+
+    def margin(a: int, b: int, p: int) -> float:
+        if p >= 0:
+            return float(m.pair_margin[p] + m.pair_gap[p])
+        return float(m.geom_margin[a] + m.geom_margin[b] + m.geom_gap[a] + m.geom_gap[b])
+
+    rc = np.array([patch_cells(m, int(a), int(b), margin(int(a), int(b), int(p)))
+                   for a, b, p in zip(geom1, geom2, pair_id, strict=True)], np.int64)
+    rows, cols = (int(x) for x in rc.max(axis=0))
+    return (rows, cols), min(2 * rows * cols, MAXCONPAIR)
+
+
+# ----------------------------------------------------------------------------------------------
+# prisms
+
+
+def prism_shape(mat: jax.Array, verts: jax.Array) -> ConvexShape:
+    """ShapeFn of a prism: `verts` (6, 3) bottom triangle then top triangle, relative to the center.
+
+    As MuJoCo's prism support: the bottom triangle for directions pointing down (d_z < 0, in the
+    prism's frame), else the top one, and its vertex farthest along d (the first on ties).
+    """
+
+    def support(d: jax.Array) -> jax.Array:
+        local = mat.T @ d
+        tri = jnp.where(local[2] < 0, verts[:3], verts[3:])
+        return mat @ tri[jnp.argmax(tri @ local)]
+
+    return ConvexShape(support, jnp.zeros((), verts.dtype), jnp.sqrt(jnp.max(jnp.sum(verts * verts, axis=1))))
+
+
+def _prisms(size: jax.Array, data: jax.Array, adr: jax.Array, nrow: jax.Array, ncol: jax.Array,
+            r: jax.Array, c: jax.Array) -> jax.Array:
+    """(..., 2, 6, 3) the two prisms of cells (r, c) (...) in the height field's frame, MuJoCo's
+    vertex order: bottom (c, r+1), (c, r), (c+1, r+1) and (c, r), (c+1, r+1), (c+1, r), then the
+    same at the surface."""
+    dtype = size.dtype
+    dx = 2 * size[0] / (ncol - 1).astype(dtype)
+    dy = 2 * size[1] / (nrow - 1).astype(dtype)
+
+    def corner(dr: int, dc: int) -> jax.Array:
+        z = data[adr + (r + dr) * ncol + c + dc] * size[2]
+        x = dx * (c + dc).astype(dtype) - size[0]
+        return jnp.stack([x, dy * (r + dr).astype(dtype) - size[1], z], axis=-1)
+
+    a, b, e, f = corner(1, 0), corner(0, 0), corner(1, 1), corner(0, 1)
+    tris = jnp.stack([jnp.stack([a, b, e], -2), jnp.stack([b, e, f], -2)], -3)  # (..., 2, 3, 3)
+    bottom = tris.at[..., 2].set(-size[3])
+    return jnp.concatenate([bottom, tris], axis=-2)
+
+
+# ----------------------------------------------------------------------------------------------
+# one pair
+
+
+def hfield_contacts(hpos: jax.Array, hmat: jax.Array, size: jax.Array, data: jax.Array, adr: jax.Array,
+                    nrow: jax.Array, ncol: jax.Array, shape2: ShapeFn, pos2: jax.Array, mat2: jax.Array,
+                    data2: Any, rbound2: jax.Array, margin: jax.Array, patch: tuple[int, int], ncon: int,
+                    rounded: bool, iterations: int, tolerance: float
+                    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Contacts of one height field (frame hpos, hmat; `size` (4,), elevations `data` from `adr`)
+    with one convex geom (`shape2`, its frame and data, bounding radius): (dist (ncon,),
+    pos (ncon, 3), frame (ncon, 3, 3)), unfilled slots at NO_CONTACT; `patch` (rows, cols) static."""
+    dtype = pos2.dtype
+    lpos = hmat.T @ (pos2 - hpos)
+    lmat = hmat.T @ mat2
+    # MuJoCo's early exits: bounding sphere, then support box, against the height field's box
+    rad = rbound2 + margin
+    lo = jnp.stack([-size[0], -size[1], -size[3]])
+    hi = size[:3]
+    near = jnp.all((lpos - rad <= hi) & (lpos + rad >= lo))
+    s2 = shape2(jax.lax.stop_gradient(lmat), jax.lax.stop_gradient(data2))
+    eye = jnp.eye(3, dtype=dtype)
+    lpos_c = jax.lax.stop_gradient(lpos)
+    smax = jnp.stack([(s2.support(e) + s2.radius * e + lpos_c)[i] for i, e in enumerate(eye)])
+    smin = jnp.stack([(s2.support(-e) - s2.radius * e + lpos_c)[i] for i, e in enumerate(eye)])
+    near = near & jnp.all((smin - margin <= hi) & (smax + margin >= lo))
+    # the cells under the support box (MuJoCo's sub-grid bounds)
+    size_c = jax.lax.stop_gradient(size)
+    fc = (ncol - 1).astype(dtype)
+    fr = (nrow - 1).astype(dtype)
+    smin = smin - margin  # MuJoCo 4.0.0 widens the support box by the margin
+    smax = smax + margin
+    cmin = jnp.maximum(0, jnp.floor((smin[0] + size_c[0]) / (2 * size_c[0]) * fc).astype(jnp.int32))
+    cmax = jnp.minimum(ncol - 1, jnp.ceil((smax[0] + size_c[0]) / (2 * size_c[0]) * fc).astype(jnp.int32))
+    rmin = jnp.maximum(0, jnp.floor((smin[1] + size_c[1]) / (2 * size_c[1]) * fr).astype(jnp.int32))
+    rmax = jnp.minimum(nrow - 1, jnp.ceil((smax[1] + size_c[1]) / (2 * size_c[1]) * fr).astype(jnp.int32))
+    pr, pc = patch
+    r = rmin + jnp.arange(pr, dtype=jnp.int32)[:, None]
+    c = cmin + jnp.arange(pc, dtype=jnp.int32)[None, :]
+    inside = (r < rmax) & (c < cmax) & near  # (pr, pc): cells MuJoCo's loop visits
+    r_ = jnp.clip(r, 0, nrow - 2) + 0 * c
+    c_ = jnp.clip(c, 0, ncol - 2) + 0 * r
+    prisms = _prisms(size, data, adr, nrow, ncol, r_, c_).reshape(2 * pr * pc, 6, 3)
+    # prism height test: a prism whose top lies below the geom is skipped
+    tall = jnp.any(jax.lax.stop_gradient(prisms[:, 3:, 2]) >= smin[2], axis=1)
+    visit = jnp.repeat(inside.reshape(-1), 2) & tall
+
+    def one(prism: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        center = jnp.mean(prism, axis=0)
+        return shape_contact(prism_shape, center, eye, prism - center[None, :], shape2, lpos, lmat, data2,
+                             margin, rounded, iterations, tolerance)
+
+    dist, lp, ln = jax.vmap(one)(prisms)
+    found = visit & (jax.lax.stop_gradient(dist) < margin)
+    n = 2 * pr * pc
+    if n > ncon:  # keep the first `ncon` found in scan order, as MuJoCo stops at mjMAXCONPAIR
+        rank = jnp.cumsum(found) - 1
+        key = jnp.where(found & (rank < ncon), rank, ncon + jnp.arange(n))
+        sel = jnp.argsort(key)[:ncon]
+        dist, lp, ln, found = dist[sel], lp[sel], ln[sel], found[sel]
+    pos = lp @ hmat.T + hpos[None, :]
+    normal = ln @ hmat.T
+    dist = jnp.where(found, dist, NO_CONTACT)
+    return dist, jnp.where(found[:, None], pos, 0.0), make_frame(normal)
+
+
+def collide_group(hpos: jax.Array, hmat: jax.Array, size: jax.Array, data: jax.Array, adr: np.ndarray,
+                  nrow: np.ndarray, ncol: np.ndarray, type2: int, pos2: jax.Array, mat2: jax.Array,
+                  data2: Any, rbound2: jax.Array, margin: jax.Array, patch: tuple[int, int], ncon: int,
+                  iterations: int, tolerance: float, shape2: ShapeFn | None = None
+                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`hfield_contacts` vmapped over the pairs of a group ((npair, ...) each but `data` and the
+    static patch); geom2 is a primitive of `type2` with its size as data unless `shape2` is given
+    (any ShapeFn: a mesh's, with its data pytree batched over the pairs)."""
+    fn = primitive_shape(type2) if shape2 is None else shape2
+    rounded = type2 in (mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CAPSULE)
+
+    def one(hp: jax.Array, hm: jax.Array, sz: jax.Array, a: jax.Array, nr: jax.Array, nc: jax.Array,
+            p2: jax.Array, m2: jax.Array, d2: Any, rb: jax.Array, mg: jax.Array
+            ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        return hfield_contacts(hp, hm, sz, data, a, nr, nc, fn, p2, m2, d2, rb, mg, patch, ncon, rounded,
+                               iterations, tolerance)
+
+    a_, nr_, nc_ = (jnp.asarray(np.asarray(x, np.int32)) for x in (adr, nrow, ncol))
+    out: tuple[jax.Array, jax.Array, jax.Array] = jax.vmap(one)(
+        hpos, hmat, size, a_, nr_, nc_, pos2, mat2, data2, rbound2, margin)
+    return out
+
+
+def collide_pairs(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: jax.Array, data2: Any,
+                  margin: jax.Array, shape2: ShapeFn | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Contacts (npair, K, ...) of a height-field group of `collide`: geom2's data is its size for a
+    primitive, or whatever `shape2` reads (batched over the pairs)."""
+    hid = np.asarray(sys.geom_dataid, np.int32)[g.geom1]
+    return collide_group(
+        geom_xpos[g.geom1], geom_xmat[g.geom1], sys.hfield_size[hid], sys.hfield_data,
+        np.asarray(sys.hfield_adr, np.int32)[hid], np.asarray(sys.hfield_nrow, np.int32)[hid],
+        np.asarray(sys.hfield_ncol, np.int32)[hid], g.type2, geom_xpos[g.geom2], geom_xmat[g.geom2], data2,
+        sys.geom_rbound[g.geom2], margin, g.patch, g.ncon_per_pair, sys.contact_pairs.ccd_iterations,
+        sys.contact_pairs.ccd_tolerance, shape2)
+
+
+# ----------------------------------------------------------------------------------------------
+# rays (MuJoCo's mj_rayHfield), in the height field's frame
+
+
+def _ray_triangle(v: jax.Array, p: jax.Array, u: jax.Array, b0: jax.Array, b1: jax.Array
+                  ) -> tuple[jax.Array, jax.Array]:
+    """Distance (..., -1 on a miss) along p + x u to triangles v (..., 3, 3) and their normals
+    (MuJoCo's ray_triangle: the projections on the plane (b0, b1) normal to u decide the hit)."""
+    dif = v - p[..., None, :]
+    # (..., 3, 2) the vertices projected on the plane
+    pl = jnp.stack([jnp.sum(dif * b0[..., None, :], -1), jnp.sum(dif * b1[..., None, :], -1)], -1)
+    same = jnp.any(jnp.all(pl > 0, axis=-2) | jnp.all(pl < 0, axis=-2), axis=-1)
+    a00, a01 = pl[..., 0, 0] - pl[..., 2, 0], pl[..., 1, 0] - pl[..., 2, 0]
+    a10, a11 = pl[..., 0, 1] - pl[..., 2, 1], pl[..., 1, 1] - pl[..., 2, 1]
+    bb0, bb1 = -pl[..., 2, 0], -pl[..., 2, 1]
+    det = a00 * a11 - a01 * a10
+    okd = jnp.abs(det) >= MINVAL
+    det = jnp.where(okd, det, 1.0)
+    t0 = (a11 * bb0 - a01 * bb1) / det
+    t1 = (-a10 * bb0 + a00 * bb1) / det
+    nrm = jnp.cross(v[..., 0, :] - v[..., 2, :], v[..., 1, :] - v[..., 2, :])
+    denom = jnp.sum(u * nrm, -1)
+    okn = jnp.abs(denom) >= MINVAL
+    x = -jnp.sum((p - v[..., 2, :]) * nrm, -1) / jnp.where(okn, denom, 1.0)
+    hit = ~same & okd & (t0 >= 0) & (t1 >= 0) & (t0 + t1 <= 1) & okn
+    return jnp.where(hit, x, -1.0), nrm
+
+
+def _ray_box_faces(half: jax.Array, center: jax.Array, p: jax.Array, u: jax.Array
+                   ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """MuJoCo's ray_box on an axis-aligned box: nearest distance, its normal and the distance to
+    each face (..., 6) (-x, +x, -y, +y, -z, +z; -1 where the ray misses the face)."""
+    q = p - center[None, :]
+    faces, best, normal = [], jnp.full(p.shape[:-1], -1.0, p.dtype), jnp.zeros_like(p)
+    for axis, (i, j) in enumerate(((1, 2), (0, 2), (0, 1))):
+        usable = jnp.abs(u[..., axis]) > MINVAL
+        ua = jnp.where(usable, u[..., axis], 1.0)
+        for side in (-1.0, 1.0):
+            x = (side * half[axis] - q[..., axis]) / ua
+            pi, pj = q[..., i] + x * u[..., i], q[..., j] + x * u[..., j]
+            ok = usable & (x >= 0) & (jnp.abs(pi) <= half[i]) & (jnp.abs(pj) <= half[j])
+            take = ok & ((best < 0) | (x < best))
+            e = np.zeros(3, np.float32)
+            e[axis] = side
+            best = jnp.where(take, x, best)
+            normal = jnp.where(take[:, None], jnp.asarray(e[None, :], p.dtype), normal)
+            faces.append(jnp.where(ok, x, -1.0))
+    return best, normal, jnp.stack(faces, -1)
+
+
+def ray_local(size: jax.Array, data: jax.Array, adr: int, nrow: int, ncol: int, p: jax.Array, u: jax.Array
+              ) -> tuple[jax.Array, jax.Array]:
+    """Distance (n,) (-1 on a miss) along p + x u (n, 3) (in the height field's frame) to one
+    height field and the (unnormalized) local normal there, as MuJoCo's mj_rayHfield.
+
+    The base box, then the surface triangles, then the four sides of the box above the base. MuJoCo
+    tests every triangle in the padded rectangle of cells under the ray's segment inside that box;
+    a hit on a triangle lies in a cell the segment's projection crosses, so here the segment is
+    cut at every grid line (nrow + ncol cuts, static) and each piece tests its cell's two triangles.
+    """
+    dtype = p.dtype
+    sx, sy, sz, base = size[0], size[1], size[2], size[3]
+    zero = jnp.zeros((), dtype)
+    x, nrm = _ray_box_faces(jnp.stack([sx, sy, 0.5 * base]), jnp.stack([zero, zero, -0.5 * base]), p, u)[:2]
+    top, _, faces = _ray_box_faces(jnp.stack([sx, sy, 0.5 * sz]), jnp.stack([zero, zero, 0.5 * sz]), p, u)
+    # the ray's segment inside the top box
+    far = jnp.max(faces, axis=-1)
+    s0 = jnp.where(far > top, top, 0.0)
+    s1 = jnp.where(far > top, far, top)
+    # basis of the plane normal to the ray (MuJoCo's b0, b1)
+    au = jnp.abs(u)
+    k = jnp.where((au[..., 0] >= au[..., 1]) & (au[..., 0] >= au[..., 2]), 0,
+                  jnp.where(au[..., 1] >= au[..., 2], 1, 2))
+    b0 = jnp.where(jnp.arange(3)[None, :] == k[:, None], 0.0, 1.0).astype(dtype)
+    uu = jnp.sum(u * u, -1, keepdims=True)
+    b1 = b0 - u * jnp.sum(u * b0, -1, keepdims=True) / jnp.where(uu > 0, uu, 1.0)
+    b1 = b1 / jnp.maximum(jnp.linalg.norm(b1, axis=-1, keepdims=True), MINVAL)
+    b0 = jnp.cross(b1, u)
+    b0 = b0 / jnp.maximum(jnp.linalg.norm(b0, axis=-1, keepdims=True), MINVAL)
+    # cut the segment at the grid lines; each piece lies over one cell
+    dx = 2 * sx / (ncol - 1)
+    dy = 2 * sy / (nrow - 1)
+    gx = jnp.arange(ncol, dtype=dtype) * dx - sx
+    gy = jnp.arange(nrow, dtype=dtype) * dy - sy
+
+    def cuts(g: jax.Array, axis: int) -> jax.Array:
+        ok = jnp.abs(u[..., axis:axis + 1]) > MINVAL
+        t = (g[None, :] - p[:, axis:axis + 1]) / jnp.where(ok, u[:, axis:axis + 1], 1.0)
+        return jnp.where(ok, jnp.clip(t, s0[..., None], s1[..., None]), s0[..., None])
+
+    t = jnp.sort(jnp.concatenate([s0[..., None], s1[..., None], cuts(gx, 0), cuts(gy, 1)], -1), axis=-1)
+    mid = 0.5 * (t[..., 1:] + t[..., :-1])  # (..., nrow + ncol + 1)
+    q = p[..., None, :] + mid[..., None] * u[..., None, :]
+    c = jnp.floor((q[..., 0] + sx) / dx).astype(jnp.int32)
+    r = jnp.floor((q[..., 1] + sy) / dy).astype(jnp.int32)
+    valid = (c >= 0) & (c <= ncol - 2) & (r >= 0) & (r <= nrow - 2) & (top >= 0)[..., None]
+    c = jnp.clip(c, 0, ncol - 2)
+    r = jnp.clip(r, 0, nrow - 2)
+
+    def vert(dr: int, dc: int) -> jax.Array:
+        z = data[adr + (r + dr) * ncol + c + dc] * sz
+        return jnp.stack([dx * (c + dc).astype(dtype) - sx, dy * (r + dr).astype(dtype) - sy, z], -1)
+
+    v00, v01, v11, v10 = vert(0, 0), vert(0, 1), vert(1, 1), vert(1, 0)
+    tris = jnp.stack([jnp.stack([v00, v01, v11], -2), jnp.stack([v00, v11, v10], -2)], -3)  # (n, S, 2, 3, 3)
+    pe = jnp.broadcast_to(p[..., None, None, :], (*tris.shape[:-2], 3))
+    ue = jnp.broadcast_to(u[..., None, None, :], pe.shape)
+    be0 = jnp.broadcast_to(b0[..., None, None, :], pe.shape)
+    be1 = jnp.broadcast_to(b1[..., None, None, :], pe.shape)
+    xt, nt = _ray_triangle(tris, pe, ue, be0, be1)
+    xt = jnp.where(valid[..., None], xt, -1.0).reshape((*xt.shape[:-2], -1))
+    nt = nt.reshape((*nt.shape[:-3], -1, 3))
+    hit = xt >= 0
+    j = jnp.argmin(jnp.where(hit, xt, jnp.inf), axis=-1)
+    xbest = jnp.take_along_axis(xt, j[..., None], -1)[..., 0]
+    nbest = jnp.take_along_axis(nt, j[..., None, None], -2)[..., 0, :]
+    take = jnp.any(hit, -1) & ((x < 0) | (xbest < x))
+    x = jnp.where(take, xbest, x)
+    nrm = jnp.where(take[..., None], nbest, nrm)
+    # the four sides above the base: hit where the crossing lies below the edge's elevation
+    for i in range(4):
+        xi = faces[..., i]
+        z = (p[..., 2] + xi * u[..., 2]) / sz
+        if i < 2:
+            y = (p[..., 1] + xi * u[..., 1] + sy) / dy
+            y0 = jnp.clip(jnp.floor(y), 0, nrow - 2)
+            col = 0 if i == 0 else ncol - 1
+            i0 = adr + y0.astype(jnp.int32) * ncol + col
+            i1 = i0 + ncol
+        else:
+            y = (p[..., 0] + xi * u[..., 0] + sx) / dx
+            y0 = jnp.clip(jnp.floor(y), 0, ncol - 2)
+            row = 0 if i == 2 else (nrow - 1) * ncol
+            i0 = adr + y0.astype(jnp.int32) + row
+            i1 = i0 + 1
+        below = z < data[i0] * (y0 + 1 - y) + data[i1] * (y - y0)
+        take = (top >= 0) & (xi >= 0) & ((xi < x) | (x < 0)) & below
+        e = np.zeros(3, np.float32)
+        e[i // 2] = -1.0 if i % 2 == 0 else 1.0
+        x = jnp.where(take, xi, x)
+        nrm = jnp.where(take[:, None], jnp.asarray(e[None, :], dtype), nrm)
+    return x, nrm
