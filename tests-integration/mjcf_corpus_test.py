@@ -40,10 +40,8 @@ TRACK_SECONDS = 0.1
 QPOS_TOL = 5e-3
 
 # Models that still fail at load, by the start of their load error today: the quadruped's terrain
-# is a height field (collided and ray-cast in the geometry issue, #18), and the dog asks for MuJoCo's
-# noslip solver (noslip_iterations 3), which no issue has taken yet.
+# is a height field (collided and ray-cast in the geometry issue, #18).
 WAITING = {
-    "dm_control/dog": "unsupported MJCF: option: noslip_iterations > 0 is not supported",
     "dm_control/quadruped": "unsupported MJCF: sensor 'rf_00' (<rangefinder>): rays against geom "
                             "'terrain' of type hfield are not supported",
 }

@@ -140,8 +140,6 @@ def unsupported(m: Any) -> list[str]:
     for flag in ("diagexact", "speculative"):
         if opt.enableflags & int(mjtEnableBit.__members__["mjENBL_" + flag.upper()]):
             errs.append(f"option: flag {flag}=enable is not supported (MuJoCo's results would differ)")
-    if opt.noslip_iterations != 0:
-        errs.append("option: noslip_iterations > 0 is not supported")
     geom = _namer(m, obj.mjOBJ_GEOM, "geom")
     for g in np.flatnonzero(np.asarray(m.geom_adhesion) != 0):
         errs.append(f"{geom(int(g))}: adhesion is not supported")
@@ -340,10 +338,12 @@ def from_mjmodel(m: Any) -> System:
     opt = Options(
         timestep=_f32(o.timestep), gravity=_f32(o.gravity), impratio=_f32(o.impratio),
         density=_f32(o.density), viscosity=_f32(o.viscosity), wind=_f32(o.wind), magnetic=_f32(o.magnetic),
+        noslip_tolerance=_f32(o.noslip_tolerance),
         has_fluid=bool(o.density != 0 or o.viscosity != 0),
         integrator=int(o.integrator), disableflags=int(o.disableflags), enableflags=int(o.enableflags),
         cone=int(o.cone), solver=int(o.solver), iterations=int(o.iterations),
         ls_iterations=int(o.ls_iterations), tolerance=float(o.tolerance), ls_tolerance=float(o.ls_tolerance),
+        noslip_iterations=int(o.noslip_iterations),
     )
     obj = mujoco.mjtObj
     nten = int(m.ntendon)

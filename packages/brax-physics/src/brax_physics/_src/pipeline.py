@@ -37,6 +37,7 @@ from brax_physics._src import (
     fluid,
     integrator,
     kinematics,
+    noslip,
     sensor,
     solver,
     tendon,
@@ -127,6 +128,18 @@ def solver_config(sys: System) -> solver.Config:
     )
 
 
+def noslip_config(sys: System) -> noslip.Config:
+    """Static noslip settings and blocks of `sys` (read when `opt.noslip_iterations` > 0)."""
+    lay = constraint.layout(sys)
+    pyramid = np.zeros(0, bool) if lay.elliptic else lay.row_sign > 0  # first edge of opposite pairs
+    return noslip.Config(
+        iterations=sys.opt.noslip_iterations,
+        floss=tuple(range(lay.neq, lay.limit_start)),
+        pairs=tuple(int(r) for r in lay.contact_start + np.flatnonzero(pyramid)),
+        cones=lay.cones,
+    )
+
+
 def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act: jax.Array, pos: _Position,
                   qacc_warmstart: jax.Array, eq_active: jax.Array) -> _Acceleration:
     """Velocity, actuation, acceleration and constraint stages, given the position stage at `q`, for
@@ -179,6 +192,13 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
         with jax.named_scope("constraint_force"):
             efc_force = solver.constraint_force(cfg, prob, qacc)
             qfrc_constraint = com.mm(rows.J.T, efc_force)
+        if sys.opt.noslip_iterations:
+            with jax.named_scope("noslip"):
+                efc_force = noslip.forces(noslip_config(sys), prob, pos.mass_matrix_factor, rows.active,
+                                          efc_force, sys.opt.noslip_tolerance)
+                # MuJoCo's dualFinish: the acceleration of the new forces
+                qfrc_constraint = com.mm(rows.J.T, efc_force)
+                qacc = qacc_smooth + dynamics.solve(pos.mass_matrix, pos.mass_matrix_factor, qfrc_constraint)
     return _Acceleration(actu, ten_velocity, cvel, cdof_dot, bias, pas, qacc_smooth, qacc, efc_force,
                          qfrc_constraint)
 

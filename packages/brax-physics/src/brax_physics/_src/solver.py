@@ -11,7 +11,7 @@ once, which brackets the minimum on one linear piece (MuJoCo iterates Newton ste
 1-D function up to `ls_iterations`; the exact minimum makes that setting unused). The solve is
 warm-started from the previous step's acceleration when that is cheaper than qacc_smooth, as in
 MuJoCo, and stops on MuJoCo's rules (scaled cost improvement or gradient below `tolerance`, or `iterations`).
-The scale is 1/trace(M) of the current mass matrix (`_scale_tol`), as in MuJoCo 4.0.0.
+The scale is 1/trace(M) of the current mass matrix (`scale_tol`), as in MuJoCo 4.0.0.
 
 Batches: under `vmap` a plain while loop would run every problem for the batch's largest iteration
 count; from `QUEUE_MIN_BATCH` problems on, a work queue instead iterates only the unconverged ones
@@ -360,7 +360,7 @@ class _Iterate(NamedTuple):
     ev: _Eval
 
 
-def _scale_tol(p: Problem) -> jax.Array:
+def scale_tol(p: Problem) -> jax.Array:
     """What MuJoCo divides the cost improvement and the gradient norm by: trace(M), M at run time."""
     # MuJoCo 4.0.0 divides by the diagonal sum of M over an island's dofs (over all dofs with
     # islands disabled); it reads no stat.meaninertia. This solve is one problem over all dofs: the
@@ -387,7 +387,7 @@ def _start(cfg: Config, p: Problem, x_warm: jax.Array) -> _Iterate:
         warm = at(x_warm)
         use = warm[3].cost < ev.cost
         x, ma, jar, ev = jax.tree.map(lambda a, b: jnp.where(use, a, b), warm, (x, ma, jar, ev))
-    done = _grad_small(cfg, ev, _scale_tol(p))
+    done = _grad_small(cfg, ev, scale_tol(p))
     return _Iterate(jnp.zeros((), jnp.int32), done, x, ma, jar, ev)
 
 
@@ -404,15 +404,15 @@ def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     d = -linalg.spd_solve(hess, s.ev.grad)
     md, jd = _mv(p.M, d), _mv(p.J, d)
     if cfg.cones:
-        alpha = _line_search_cone(cfg, p, s.ma, s.jar, d, md, jd, _scale_tol(p))
+        alpha = _line_search_cone(cfg, p, s.ma, s.jar, d, md, jd, scale_tol(p))
     else:
         alpha = _line_search_exact(cfg, p, s.ma, s.jar, d, md, jd)
     x, ma, jar = s.x + alpha * d, s.ma + alpha * md, s.jar + alpha * jd
     new = _evaluate(cfg, p, x, ma, jar)
     drop = s.ev.cost - new.cost
-    scale_tol = _scale_tol(p)
-    small = (drop < cfg.tolerance * scale_tol) | (drop <= _REL_COST * jnp.abs(new.cost))
-    return _Iterate(s.it + 1, small | _grad_small(cfg, new, scale_tol), x, ma, jar, new)
+    stol = scale_tol(p)
+    small = (drop < cfg.tolerance * stol) | (drop <= _REL_COST * jnp.abs(new.cost))
+    return _Iterate(s.it + 1, small | _grad_small(cfg, new, stol), x, ma, jar, new)
 
 
 def _newton_loop(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:

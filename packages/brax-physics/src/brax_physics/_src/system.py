@@ -59,6 +59,9 @@ class Options:
     """(3,) velocity of the medium in the world frame (read when `has_fluid`)."""
     magnetic: jax.Array
     """(3,) global magnetic flux in the world frame (read by magnetometer sensors)."""
+    noslip_tolerance: jax.Array
+    """() noslip sweeps stop once a sweep's scaled improvement is below this (read when
+    `noslip_iterations` > 0)."""
     has_fluid: bool = dataclasses.field(metadata=_STATIC)
     """Whether fluid forces are computed: density or viscosity nonzero at load time. Models without a
     medium skip the fluid stage; to randomize a medium from zero, `opt.replace(has_fluid=True, ...)`."""
@@ -80,6 +83,8 @@ class Options:
     """Solver tolerance."""
     ls_tolerance: float = dataclasses.field(metadata=_STATIC)
     """Line-search tolerance."""
+    noslip_iterations: int = dataclasses.field(default=0, metadata=_STATIC)
+    """Maximum noslip sweeps after the main solver (0: no noslip, nothing traced)."""
 
     def replace(self, **changes: Any) -> Options:
         """Copy with the given fields replaced; array fields are checked like `System.replace`'s."""
