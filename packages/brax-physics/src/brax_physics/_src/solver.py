@@ -258,42 +258,79 @@ def _line_search_exact(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d
                        jd: jax.Array) -> jax.Array:
     """Exact minimizer α ≥ 0 of the 1-D piecewise-quadratic cost along d, without a loop.
 
-    φ'(α) is piecewise linear and nondecreasing, with kinks where a row changes zone. Evaluating
-    φ' at every kink (a (nkink, nefc) product) brackets the zero between two consecutive kinks,
-    where φ' is linear: the zero is then found exactly by interpolation (or, beyond the last kink,
-    from the slope of the last piece).
+    φ'(α) = glin + α dᵀMd − Σ_i f_i(jar_i + α jd_i) jd_i is piecewise linear and nondecreasing: each
+    row adds c_i + s_i α, with coefficients that change where the row changes zone (a kink). The
+    kinks ahead (α > 0), sorted, with the running sums of their coefficient changes, give φ' at
+    every kink in O(nefc log nefc) time and O(nefc) memory; the zero lies between the last kink with
+    φ' < 0 and the next one, where φ' is linear, so interpolation finds it exactly (beyond the last
+    kink, the last piece's slope does).
     """
     dmd = jnp.dot(d, md, precision=_HI)
     glin = jnp.dot(ma - p.qfrc_smooth, d, precision=_HI)
+    D, R, floss = p.D, p.R, p.floss
     moving = jd != 0
     jd_safe = jnp.where(moving, jd, 1.0)
-    kinked = moving & ~jnp.asarray(cfg.is_eq) if any(cfg.is_eq) else moving  # equality rows have none
-    kinks = [jnp.where(kinked, -jar / jd_safe, 0.0)]  # unilateral rows: jar + α jd = 0
+    qc, qs = D * jd * jar, D * jd * jd  # quadratic zone: −f·jd = D jd (jar + α jd)
+    # zones at α = 0: 0 unilateral inactive, 1 quadratic, 2 / 3 friction loss above / below its box
+    f0, _, quad0 = _scalar_row_terms(cfg, p, jar)
+    zone0 = jnp.where(quad0, 1, 0)
+    c0 = jnp.where(quad0, qc, -f0 * jd)
+    s0 = jnp.where(quad0, qs, 0.0)
+    uni = moving
+    if any(cfg.is_eq):
+        uni = uni & ~jnp.asarray(cfg.is_eq)  # equality rows: quadratic everywhere, no kinks
+    alphas, dcs, dss, befores = [], [], [], []
     if any(cfg.is_floss):
         isf = jnp.asarray(cfg.is_floss)
-        for s in (1.0, -1.0):  # Huber rows: |jar + α jd| = R floss
-            kinks.append(jnp.where(moving & isf, (s * p.R * p.floss - jar) / jd_safe, 0.0))
-    alpha = jnp.concatenate([jnp.zeros(1, d.dtype), *kinks])
-    alpha = jnp.maximum(alpha, 0.0)  # kinks behind the start do not matter (φ'(0) < 0 there)
-    jar_k = jar[None, :] + alpha[:, None] * jd[None, :]  # (nkink, nefc)
-    big = Problem(p.M, p.qfrc_smooth, p.qacc_smooth, p.J, p.D[None, :], p.R[None, :], p.aref,
-                  p.floss[None, :])
-    f_k = row_terms(cfg, big, jar_k)[0]
-    slope = glin + alpha * dmd - jnp.matmul(f_k, jd, precision=_HI)  # φ'(α_k)
-    neg = slope < 0
-    a_lo = jnp.max(jnp.where(neg, alpha, 0.0))
-    s_lo = jnp.min(jnp.where(neg & (alpha == a_lo), slope, jnp.inf))
-    s_lo = jnp.where(jnp.isfinite(s_lo), s_lo, 0.0)
-    a_hi = jnp.min(jnp.where(neg, jnp.inf, alpha))
-    s_hi = jnp.max(jnp.where(~neg & (alpha == a_hi), slope, -jnp.inf))
-    bounded = jnp.isfinite(a_hi)
-    # beyond the last kink: rows that stay in their quadratic zone as α grows
-    _, _, quad_far = row_terms(cfg, p, jar + (a_lo + 1.0 + 2.0 * a_lo) * jd)
-    far = dmd + jnp.sum(jnp.where(quad_far, p.D, 0.0) * jd * jd)
+        zone0 = jnp.where(isf & ~quad0, jnp.where(jar > 0, 2, 3), zone0)
+        uni = uni & ~isf
+        up = jd > 0
+        fl = floss * jd  # upper zone −f·jd with f = −floss; the lower zone's is −fl
+        rf = R * floss
+        # jar + α jd = +R floss: quadratic -> upper going up, upper -> quadratic going down
+        alphas.append(jnp.where(moving & isf, (rf - jar) / jd_safe, jnp.inf))
+        dcs.append(jnp.where(up, fl - qc, qc - fl))
+        dss.append(jnp.where(up, -qs, qs))
+        befores.append(jnp.where(up, 1, 2))
+        # jar + α jd = −R floss: lower -> quadratic going up, quadratic -> lower going down
+        alphas.append(jnp.where(moving & isf, (-rf - jar) / jd_safe, jnp.inf))
+        dcs.append(jnp.where(up, qc + fl, -fl - qc))
+        dss.append(jnp.where(up, qs, -qs))
+        befores.append(jnp.where(up, 3, 1))
+    # unilateral rows, jar + α jd = 0: quadratic ahead when jd < 0 (entering), behind when jd > 0
+    enter = jd < 0
+    alphas.append(jnp.where(uni, -jar / jd_safe, jnp.inf))
+    dcs.append(jnp.where(enter, qc, -qc))
+    dss.append(jnp.where(enter, qs, -qs))
+    befores.append(jnp.where(enter, 0, 1))
+    zone0_all = jnp.concatenate([zone0] * len(alphas))
+    alpha = jnp.concatenate(alphas)
+    before = jnp.concatenate(befores)
+    ahead = (alpha > 0) | ((alpha == 0) & (before == zone0_all))  # a kink at 0 counts if not passed yet
+    alpha = jnp.where(ahead, alpha, jnp.inf)
+    order = jnp.argsort(alpha)
+    alpha = alpha[order]
+    finite = jnp.isfinite(alpha)
+    dc = jnp.where(finite, jnp.concatenate(dcs)[order], 0.0)
+    ds = jnp.where(finite, jnp.concatenate(dss)[order], 0.0)
+    C = jnp.sum(c0) + jnp.cumsum(dc)  # coefficients just after each kink
+    S = dmd + jnp.sum(s0) + jnp.cumsum(ds)
+    a_k = jnp.where(finite, alpha, 0.0)
+    slope = glin + C + a_k * S  # φ'(α_k)
+    slope0 = glin + jnp.sum(c0)
+    nonneg = finite & (slope >= 0)
+    k = jnp.argmax(nonneg)  # first kink with φ' >= 0 (slopes rise along the sorted kinks)
+    bounded = nonneg[k]
+    last = jnp.sum(finite, dtype=jnp.int32) - 1
+    lo = jnp.where(bounded, k - 1, last)  # last kink before the zero (-1: the start)
+    a_lo = jnp.where(lo >= 0, a_k[jnp.maximum(lo, 0)], 0.0)
+    s_lo = jnp.where(lo >= 0, slope[jnp.maximum(lo, 0)], slope0)
+    far = jnp.where(lo >= 0, S[jnp.maximum(lo, 0)], dmd + jnp.sum(s0))  # φ'' after the last kink before
+    a_hi, s_hi = a_k[k], slope[k]
     width = jnp.where(bounded, a_hi - a_lo, 0.0)
     rise = jnp.where(bounded, s_hi - s_lo, 1.0)
     step = jnp.where(bounded, -s_lo * width / jnp.where(rise > 0, rise, 1.0), -s_lo / jnp.maximum(far, 1e-30))
-    return jnp.where(slope[0] < 0, a_lo + step, 0.0)  # no descent: stay
+    return jnp.where(slope0 < 0, a_lo + step, 0.0)  # no descent: stay
 
 
 def _line_search_cone(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d: jax.Array, md: jax.Array,
