@@ -208,9 +208,6 @@ def _unsupported_tendons(m: Any) -> list[str]:
             errs.append(f"{where}: plastic springs are not supported")
         if m.tendon_actfrclimited[i]:
             errs.append(f"{where}: actuatorfrcrange is not supported")
-        if not fixed and m.tendon_armature[i] != 0:
-            # MuJoCo adds a bias force armature·(J̇·qvel)·J for spatial tendons (mj_tendonBias)
-            errs.append(f"{where}: armature on a spatial tendon is not supported (fixed tendons only)")
     return errs
 
 
@@ -327,6 +324,13 @@ def _model_ref(m: Any) -> ModelRef:
     return ModelRef(model=m, digest=hashlib.sha256(buf.tobytes()).digest())
 
 
+def _spatial_tendons(m: Any) -> np.ndarray:
+    """(ntendon,) bool: spatial tendons (their first wrap is not a joint)."""
+    adr = np.asarray(m.tendon_adr, np.int64).reshape(-1)
+    return np.asarray(m.wrap_type, np.int64).reshape(-1)[adr] != int(mjtWrap.mjWRAP_JOINT) if adr.size else \
+        np.zeros(0, bool)
+
+
 def from_mjmodel(m: Any) -> System:
     """Convert a compiled `mujoco.MjModel` into a `System` (ValueError if unsupported)."""
     emit_option_warnings(m)
@@ -441,5 +445,6 @@ def from_mjmodel(m: Any) -> System:
         site_names=_names(m, obj.mjOBJ_SITE, m.nsite), sensor_names=_names(m, obj.mjOBJ_SENSOR, m.nsensor),
         eq_names=_names(m, obj.mjOBJ_EQUALITY, m.neq),
         tendon_names=_names(m, obj.mjOBJ_TENDON, nten),
+        tendon_bias=bool(np.any((np.asarray(m.tendon_armature) != 0) & _spatial_tendons(m))),
         mj_model_ref=_model_ref(m),
     )

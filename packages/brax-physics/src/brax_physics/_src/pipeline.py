@@ -178,6 +178,9 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
             cvel, cdof_dot = com.com_vel(sys, pos.cdof, qd)
         with jax.named_scope("rne"):
             bias = dynamics.rne(sys, pos.cinert, pos.cdof, cvel, cdof_dot, qd)
+            if sys.tendon_bias:
+                bias = bias + tendon.armature_bias(sys, q, qd, pos.frames, pos.subtree_com, pos.cdof,
+                                                   pos.ten_J)
         with jax.named_scope("passive"):
             pas = dynamics.passive(sys, q, qd)
             if sys.ntendon:

@@ -456,6 +456,9 @@ class System:
     """Equality constraint names ('' if unnamed), in `State.eq_active` order."""
     tendon_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Tendon names ('' if unnamed)."""
+    tendon_bias: bool = dataclasses.field(default=False, metadata=_STATIC)
+    """Whether the spatial tendons' armature bias force is computed: a spatial tendon had armature at
+    load time. To randomize a spatial tendon's armature from zero, `replace(tendon_bias=True, ...)`."""
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 
