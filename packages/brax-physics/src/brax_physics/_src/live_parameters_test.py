@@ -595,6 +595,7 @@ SWEEPS["noslip"] = Sweep("""
       </body>
     </body>
   </worldbody>
+  <sensor><jointpos joint="j1"/></sensor>
 </mujoco>
 """, {"j1": (2.0,)}, (), {})
 RECIPES.update({
