@@ -6,8 +6,8 @@ with s_i the soft-constraint cost of row i (MuJoCo documentation, Computation: C
 Reduced primal problem): ½ D jar² on both sides for equality rows, on the violated side for limits
 and pyramidal contact edges, a Huber function for friction loss. Each Newton iteration
 factors H = M + Jᵀ diag(D·quadratic) J (dense Cholesky) and minimizes the piecewise-quadratic 1-D
-cost along the Newton direction exactly, without a loop: the slope is evaluated at every kink at
-once, which brackets the minimum on one linear piece (MuJoCo iterates Newton steps on the same
+cost along the Newton direction exactly, without a loop: the kinks ahead, sorted, with running sums
+of the slope's coefficients, bracket the minimum on one linear piece (MuJoCo iterates Newton steps on the same
 1-D function up to `ls_iterations`; the exact minimum makes that setting unused). The solve is
 warm-started from the previous step's acceleration when that is cheaper than qacc_smooth, as in
 MuJoCo, and stops on MuJoCo's rules (scaled cost improvement or gradient below `tolerance`, or `iterations`).
