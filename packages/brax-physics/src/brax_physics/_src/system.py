@@ -483,8 +483,9 @@ class System:
         return dataclasses.replace(self, **changes)
 
 
-# Static System fields that describe the model rather than parameterize the physics.
-_REPLACEABLE_STATIC = frozenset({"mj_model_ref"})
+# Static System fields that may be replaced: they describe the model (mj_model_ref) or switch on a
+# stage whose leaves were zero at load (tendon_bias), without changing any array shape.
+_REPLACEABLE_STATIC = frozenset({"mj_model_ref", "tendon_bias"})
 
 
 def _check_changes(obj: Any, where: str, changes: dict[str, Any], static_ok: bool) -> None:
