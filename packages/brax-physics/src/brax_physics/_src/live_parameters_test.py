@@ -632,6 +632,31 @@ RECIPES.update({
 })
 
 
+# ---- noslip ----
+# A four-link chain swinging down from horizontal, every hinge with friction loss: the noslip
+# sweeps re-solve the coupled friction-loss rows without regularizer, and a loose tolerance stops
+# them after the first sweep, far from converged.
+SWEEPS["noslip"] = Sweep("""
+<mujoco model="noslip_sweep">
+  <option timestep="0.004" noslip_iterations="10"/>
+  <default><joint type="hinge" axis="0 1 0" frictionloss="0.2"/><geom type="capsule" size=".02"/></default>
+  <worldbody>
+    <body pos="0 0 1"><joint name="j1"/><geom fromto="0 0 0 .2 0 0"/>
+      <body pos=".2 0 0"><joint/><geom fromto="0 0 0 .2 0 0"/>
+        <body pos=".2 0 0"><joint/><geom fromto="0 0 0 .2 0 0"/>
+          <body pos=".2 0 0"><joint/><geom fromto="0 0 0 .2 0 0"/></body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <sensor><jointpos joint="j1"/></sensor>
+</mujoco>
+""", {"j1": (2.0,)}, (), {})
+RECIPES.update({
+    "opt.noslip_tolerance": Recipe(None, None, _set(10.0), "one sweep instead of several", sweep="noslip"),
+})
+
+
 def _leaf_fields(cls: type = System, prefix: str = "") -> list[tuple[str, dataclasses.Field[Any]]]:
     """(path, field) of every non-static field, recursing into nested dataclasses ('opt.gravity')."""
     hints = typing.get_type_hints(cls)

@@ -141,8 +141,6 @@ def unsupported(m: Any) -> list[str]:
     for flag in ("diagexact", "speculative"):
         if opt.enableflags & int(mjtEnableBit.__members__["mjENBL_" + flag.upper()]):
             errs.append(f"option: flag {flag}=enable is not supported (MuJoCo's results would differ)")
-    if opt.noslip_iterations != 0:
-        errs.append("option: noslip_iterations > 0 is not supported")
     geom = _namer(m, obj.mjOBJ_GEOM, "geom")
     for g in np.flatnonzero(np.asarray(m.geom_adhesion) != 0):
         errs.append(f"{geom(int(g))}: adhesion is not supported")
@@ -211,9 +209,6 @@ def _unsupported_tendons(m: Any) -> list[str]:
             errs.append(f"{where}: plastic springs are not supported")
         if m.tendon_actfrclimited[i]:
             errs.append(f"{where}: actuatorfrcrange is not supported")
-        if not fixed and m.tendon_armature[i] != 0:
-            # MuJoCo adds a bias force armature·(J̇·qvel)·J for spatial tendons (mj_tendonBias)
-            errs.append(f"{where}: armature on a spatial tendon is not supported (fixed tendons only)")
     return errs
 
 
@@ -336,6 +331,13 @@ def _model_ref(m: Any) -> ModelRef:
     return ModelRef(model=m, digest=hashlib.sha256(buf.tobytes()).digest())
 
 
+def _spatial_tendons(m: Any) -> np.ndarray:
+    """(ntendon,) bool: spatial tendons (their first wrap is not a joint)."""
+    adr = np.asarray(m.tendon_adr, np.int64).reshape(-1)
+    return np.asarray(m.wrap_type, np.int64).reshape(-1)[adr] != int(mjtWrap.mjWRAP_JOINT) if adr.size else \
+        np.zeros(0, bool)
+
+
 def from_mjmodel(m: Any) -> System:
     """Convert a compiled `mujoco.MjModel` into a `System` (ValueError if unsupported)."""
     emit_option_warnings(m)
@@ -347,10 +349,12 @@ def from_mjmodel(m: Any) -> System:
     opt = Options(
         timestep=_f32(o.timestep), gravity=_f32(o.gravity), impratio=_f32(o.impratio),
         density=_f32(o.density), viscosity=_f32(o.viscosity), wind=_f32(o.wind), magnetic=_f32(o.magnetic),
+        noslip_tolerance=_f32(o.noslip_tolerance),
         has_fluid=bool(o.density != 0 or o.viscosity != 0),
         integrator=int(o.integrator), disableflags=int(o.disableflags), enableflags=int(o.enableflags),
         cone=int(o.cone), solver=int(o.solver), iterations=int(o.iterations),
         ls_iterations=int(o.ls_iterations), tolerance=float(o.tolerance), ls_tolerance=float(o.ls_tolerance),
+        noslip_iterations=int(o.noslip_iterations),
     )
     obj = mujoco.mjtObj
     nten = int(m.ntendon)
@@ -451,5 +455,6 @@ def from_mjmodel(m: Any) -> System:
         site_names=_names(m, obj.mjOBJ_SITE, m.nsite), sensor_names=_names(m, obj.mjOBJ_SENSOR, m.nsensor),
         eq_names=_names(m, obj.mjOBJ_EQUALITY, m.neq),
         tendon_names=_names(m, obj.mjOBJ_TENDON, nten),
+        tendon_bias=bool(np.any((np.asarray(m.tendon_armature) != 0) & _spatial_tendons(m))),
         mj_model_ref=_model_ref(m),
     )

@@ -43,7 +43,7 @@ OPTIONS: dict[str, tuple[Status, str]] = {
     "tolerance": ("honoured", "solver.Config.tolerance (with float32 roundoff floors)"),
     "ls_tolerance": ("warned", "pyramidal: our line search is exact (_line_search_note); elliptic: "
                      "solver._line_search_cone"),
-    "noslip_tolerance": ("irrelevant", "read only by the noslip solver; noslip_iterations > 0 is refused"),
+    "noslip_tolerance": ("honoured", "noslip (System.opt.noslip_tolerance)"),
     "ccd_tolerance": ("honoured", "collision.convex (GJK and EPA tolerance)"),
     "sleep_tolerance": ("irrelevant", "read only when sleeping, and the sleep flag is refused"),
     "gravity": ("honoured", "dynamics.rne"),
@@ -62,7 +62,7 @@ OPTIONS: dict[str, tuple[Status, str]] = {
     "iterations": ("honoured", "solver.Config.iterations"),
     "ls_iterations": ("warned", "pyramidal: our line search is exact (_line_search_note); elliptic: "
                       "solver._line_search_cone"),
-    "noslip_iterations": ("refused", "loader.unsupported when > 0"),
+    "noslip_iterations": ("honoured", "noslip.Config.iterations"),
     "ccd_iterations": ("honoured", "collision.convex (GJK and EPA iteration cap)"),
     "disableflags": ("honoured", "bit by bit, see DISABLE_FLAGS"),
     "enableflags": ("honoured", "bit by bit, see ENABLE_FLAGS"),

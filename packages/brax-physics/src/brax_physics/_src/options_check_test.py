@@ -144,7 +144,7 @@ def test_default_options_load_without_warnings() -> None:
 
 # A non-default value of every option field the survey calls irrelevant.
 _IRRELEVANT_VALUES: dict[str, Any] = {
-    "noslip_tolerance": 0.1, "sleep_tolerance": 1.0, "magnetic": [1.0, 2.0, 3.0],
+    "sleep_tolerance": 1.0, "magnetic": [1.0, 2.0, 3.0],
     "o_margin": 0.5, "o_solref": [0.1, 0.5], "o_solimp": [0.5, 0.6, 0.01, 0.5, 2.0],
     "o_friction": [0.1, 0.1, 0.1, 0.1, 0.1], "jacobian": 1, "sdf_initpoints": 3,
     "sdf_iterations": 2,

@@ -37,6 +37,7 @@ from brax_physics._src import (
     fluid,
     integrator,
     kinematics,
+    noslip,
     sensor,
     solver,
     tendon,
@@ -127,6 +128,46 @@ def solver_config(sys: System) -> solver.Config:
     )
 
 
+def _mujoco_contact_order(sys: System) -> np.ndarray:
+    """(ncon,) our contact slots in MuJoCo's d.contact order (mj_collision's).
+
+    MuJoCo visits body pairs by (lower body id, higher body id), an explicit <pair> before the
+    dynamic geom pairs of its body pair, and those by (lower geom id, higher geom id); a pair's
+    contacts stay together. Our slots come grouped by geom types (collision.pairs).
+    """
+    body = np.asarray(sys.geom_bodyid, np.int64)
+    keys = []
+    for g in sys.contact_pairs.groups:
+        lo, hi = np.minimum(g.geom1, g.geom2), np.maximum(g.geom1, g.geom2)
+        b_lo, b_hi = np.minimum(body[lo], body[hi]), np.maximum(body[lo], body[hi])
+        key = np.stack([b_lo, b_hi, g.pair_id < 0, lo, hi], axis=1)
+        keys.append(np.repeat(key, g.ncon_per_pair, axis=0))
+    if not keys:
+        return np.zeros(0, np.int64)
+    k = np.concatenate(keys)
+    return np.lexsort(k.T[::-1])  # stable: a pair's slots keep their order
+
+
+def noslip_config(sys: System) -> noslip.Config:
+    """Static noslip settings and blocks of `sys` (read when `opt.noslip_iterations` > 0).
+
+    Gauss-Seidel results depend on the order of the blocks: contacts go in MuJoCo's order.
+    """
+    lay = constraint.layout(sys)
+    rank = np.empty(lay.ncon, np.int64)  # of each slot in MuJoCo's order (no slots: contacts disabled)
+    rank[_mujoco_contact_order(sys) if lay.ncon else rank] = np.arange(lay.ncon)
+    pairs: tuple[int, ...] = ()
+    cones = lay.cones
+    if lay.elliptic:
+        cones = tuple(sorted(cones, key=lambda rows: rank[lay.row_con[rows[0] - lay.contact_start]]))
+    else:
+        first = np.flatnonzero(lay.row_sign > 0)  # first edge of each pair of opposite edges
+        first = first[np.argsort(rank[lay.row_con[first]], kind="stable")]
+        pairs = tuple(int(r) for r in lay.contact_start + first)
+    return noslip.Config(iterations=sys.opt.noslip_iterations, floss=tuple(range(lay.neq, lay.limit_start)),
+                         pairs=pairs, cones=cones)
+
+
 def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act: jax.Array, pos: _Position,
                   qacc_warmstart: jax.Array, eq_active: jax.Array) -> _Acceleration:
     """Velocity, actuation, acceleration and constraint stages, given the position stage at `q`, for
@@ -137,6 +178,9 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
             cvel, cdof_dot = com.com_vel(sys, pos.cdof, qd)
         with jax.named_scope("rne"):
             bias = dynamics.rne(sys, pos.cinert, pos.cdof, cvel, cdof_dot, qd)
+            if sys.tendon_bias:
+                bias = bias + tendon.armature_bias(sys, q, qd, pos.frames, pos.subtree_com, pos.cdof,
+                                                   pos.ten_J)
         with jax.named_scope("passive"):
             pas = dynamics.passive(sys, q, qd)
             if sys.ntendon:
@@ -179,6 +223,13 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
         with jax.named_scope("constraint_force"):
             efc_force = solver.constraint_force(cfg, prob, qacc)
             qfrc_constraint = com.mm(rows.J.T, efc_force)
+        if sys.opt.noslip_iterations:
+            with jax.named_scope("noslip"):
+                efc_force = noslip.forces(noslip_config(sys), prob, pos.mass_matrix_factor, rows.active,
+                                          efc_force, sys.opt.noslip_tolerance)
+                # MuJoCo's dualFinish: the acceleration of the new forces
+                qfrc_constraint = com.mm(rows.J.T, efc_force)
+                qacc = qacc_smooth + dynamics.solve(pos.mass_matrix, pos.mass_matrix_factor, qfrc_constraint)
     return _Acceleration(actu, ten_velocity, cvel, cdof_dot, bias, pas, qacc_smooth, qacc, efc_force,
                          qfrc_constraint)
 

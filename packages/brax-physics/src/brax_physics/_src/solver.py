@@ -6,12 +6,13 @@ with s_i the soft-constraint cost of row i (MuJoCo documentation, Computation: C
 Reduced primal problem): ½ D jar² on both sides for equality rows, on the violated side for limits
 and pyramidal contact edges, a Huber function for friction loss. Each Newton iteration
 factors H = M + Jᵀ diag(D·quadratic) J (dense Cholesky) and minimizes the piecewise-quadratic 1-D
-cost along the Newton direction exactly, without a loop: the slope is evaluated at every kink at
-once, which brackets the minimum on one linear piece (MuJoCo iterates Newton steps on the same
-1-D function up to `ls_iterations`; the exact minimum makes that setting unused). The solve is
+cost along the Newton direction exactly, without a loop: the slope at every kink (a table for small
+problems; for large ones the kinks ahead, sorted, with running sums of the slope's coefficients)
+brackets the minimum on one linear piece (MuJoCo iterates Newton steps on the same 1-D function up
+to `ls_iterations`; the exact minimum makes that setting unused). The solve is
 warm-started from the previous step's acceleration when that is cheaper than qacc_smooth, as in
 MuJoCo, and stops on MuJoCo's rules (scaled cost improvement or gradient below `tolerance`, or `iterations`).
-The scale is 1/trace(M) of the current mass matrix (`_scale_tol`), as in MuJoCo 4.0.0.
+The scale is 1/trace(M) of the current mass matrix (`scale_tol`), as in MuJoCo 4.0.0.
 
 Batches: under `vmap` a plain while loop would run every problem for the batch's largest iteration
 count; from `QUEUE_MIN_BATCH` problems on, a work queue instead iterates only the unconverged ones
@@ -254,9 +255,25 @@ def _evaluate(cfg: Config, p: Problem, x: jax.Array, ma: jax.Array, jar: jax.Arr
     return _Eval(cost, grad, quad, gscale)
 
 
+# Up to this many rows the line search tabulates φ' at every kink against every row ((nkink, nefc)
+# work, all of it parallel), faster than sorting the kinks for the model sizes of the locomotion
+# suite; above it (thousands of contact slots) the table's memory and time grow as nefc², and the
+# sorted kinks with running sums take over (CHANGELOG.md).
+LINE_SEARCH_TABLE_MAX_ROWS = 256
+
+
 def _line_search_exact(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d: jax.Array, md: jax.Array,
                        jd: jax.Array) -> jax.Array:
-    """Exact minimizer α ≥ 0 of the 1-D piecewise-quadratic cost along d, without a loop.
+    """Exact minimizer α ≥ 0 of the 1-D piecewise-quadratic cost along d (MuJoCo's line search
+    converged), by a kink table for small problems and sorted kinks for large ones."""
+    if len(cfg.is_floss) <= LINE_SEARCH_TABLE_MAX_ROWS:
+        return _line_search_table(cfg, p, ma, jar, d, md, jd)
+    return _line_search_sorted(cfg, p, ma, jar, d, md, jd)
+
+
+def _line_search_table(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d: jax.Array, md: jax.Array,
+                       jd: jax.Array) -> jax.Array:
+    """`_line_search_sorted`'s minimizer from a table of φ' at every kink (small problems).
 
     φ'(α) is piecewise linear and nondecreasing, with kinks where a row changes zone. Evaluating
     φ' at every kink (a (nkink, nefc) product) brackets the zero between two consecutive kinks,
@@ -294,6 +311,87 @@ def _line_search_exact(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d
     rise = jnp.where(bounded, s_hi - s_lo, 1.0)
     step = jnp.where(bounded, -s_lo * width / jnp.where(rise > 0, rise, 1.0), -s_lo / jnp.maximum(far, 1e-30))
     return jnp.where(slope[0] < 0, a_lo + step, 0.0)  # no descent: stay
+
+
+
+
+def _line_search_sorted(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d: jax.Array, md: jax.Array,
+                       jd: jax.Array) -> jax.Array:
+    """Exact minimizer α ≥ 0 of the 1-D piecewise-quadratic cost along d, without a loop.
+
+    φ'(α) = glin + α dᵀMd − Σ_i f_i(jar_i + α jd_i) jd_i is piecewise linear and nondecreasing: each
+    row adds c_i + s_i α, with coefficients that change where the row changes zone (a kink). The
+    kinks ahead (α > 0), sorted, with the running sums of their coefficient changes, give φ' at
+    every kink in O(nefc log nefc) time and O(nefc) memory; the zero lies between the last kink with
+    φ' < 0 and the next one, where φ' is linear, so interpolation finds it exactly (beyond the last
+    kink, the last piece's slope does).
+    """
+    dmd = jnp.dot(d, md, precision=_HI)
+    glin = jnp.dot(ma - p.qfrc_smooth, d, precision=_HI)
+    D, R, floss = p.D, p.R, p.floss
+    moving = jd != 0
+    jd_safe = jnp.where(moving, jd, 1.0)
+    qc, qs = D * jd * jar, D * jd * jd  # quadratic zone: −f·jd = D jd (jar + α jd)
+    # zones at α = 0: 0 unilateral inactive, 1 quadratic, 2 / 3 friction loss above / below its box
+    f0, _, quad0 = _scalar_row_terms(cfg, p, jar)
+    zone0 = jnp.where(quad0, 1, 0)
+    c0 = jnp.where(quad0, qc, -f0 * jd)
+    s0 = jnp.where(quad0, qs, 0.0)
+    uni = moving
+    if any(cfg.is_eq):
+        uni = uni & ~jnp.asarray(cfg.is_eq)  # equality rows: quadratic everywhere, no kinks
+    alphas, dcs, dss, befores = [], [], [], []
+    if any(cfg.is_floss):
+        isf = jnp.asarray(cfg.is_floss)
+        zone0 = jnp.where(isf & ~quad0, jnp.where(jar > 0, 2, 3), zone0)
+        uni = uni & ~isf
+        up = jd > 0
+        fl = floss * jd  # upper zone −f·jd with f = −floss; the lower zone's is −fl
+        rf = R * floss
+        # jar + α jd = +R floss: quadratic -> upper going up, upper -> quadratic going down
+        alphas.append(jnp.where(moving & isf, (rf - jar) / jd_safe, jnp.inf))
+        dcs.append(jnp.where(up, fl - qc, qc - fl))
+        dss.append(jnp.where(up, -qs, qs))
+        befores.append(jnp.where(up, 1, 2))
+        # jar + α jd = −R floss: lower -> quadratic going up, quadratic -> lower going down
+        alphas.append(jnp.where(moving & isf, (-rf - jar) / jd_safe, jnp.inf))
+        dcs.append(jnp.where(up, qc + fl, -fl - qc))
+        dss.append(jnp.where(up, qs, -qs))
+        befores.append(jnp.where(up, 3, 1))
+    # unilateral rows, jar + α jd = 0: quadratic ahead when jd < 0 (entering), behind when jd > 0
+    enter = jd < 0
+    alphas.append(jnp.where(uni, -jar / jd_safe, jnp.inf))
+    dcs.append(jnp.where(enter, qc, -qc))
+    dss.append(jnp.where(enter, qs, -qs))
+    befores.append(jnp.where(enter, 0, 1))
+    zone0_all = jnp.concatenate([zone0] * len(alphas))
+    alpha = jnp.concatenate(alphas)
+    before = jnp.concatenate(befores)
+    ahead = (alpha > 0) | ((alpha == 0) & (before == zone0_all))  # a kink at 0 counts if not passed yet
+    alpha = jnp.where(ahead, alpha, jnp.inf)
+    order = jnp.argsort(alpha)
+    alpha = alpha[order]
+    finite = jnp.isfinite(alpha)
+    dc = jnp.where(finite, jnp.concatenate(dcs)[order], 0.0)
+    ds = jnp.where(finite, jnp.concatenate(dss)[order], 0.0)
+    C = jnp.sum(c0) + jnp.cumsum(dc)  # coefficients just after each kink
+    S = dmd + jnp.sum(s0) + jnp.cumsum(ds)
+    a_k = jnp.where(finite, alpha, 0.0)
+    slope = glin + C + a_k * S  # φ'(α_k)
+    slope0 = glin + jnp.sum(c0)
+    nonneg = finite & (slope >= 0)
+    k = jnp.argmax(nonneg)  # first kink with φ' >= 0 (slopes rise along the sorted kinks)
+    bounded = nonneg[k]
+    last = jnp.sum(finite, dtype=jnp.int32) - 1
+    lo = jnp.where(bounded, k - 1, last)  # last kink before the zero (-1: the start)
+    a_lo = jnp.where(lo >= 0, a_k[jnp.maximum(lo, 0)], 0.0)
+    s_lo = jnp.where(lo >= 0, slope[jnp.maximum(lo, 0)], slope0)
+    far = jnp.where(lo >= 0, S[jnp.maximum(lo, 0)], dmd + jnp.sum(s0))  # φ'' after the last kink before
+    a_hi, s_hi = a_k[k], slope[k]
+    width = jnp.where(bounded, a_hi - a_lo, 0.0)
+    rise = jnp.where(bounded, s_hi - s_lo, 1.0)
+    step = jnp.where(bounded, -s_lo * width / jnp.where(rise > 0, rise, 1.0), -s_lo / jnp.maximum(far, 1e-30))
+    return jnp.where(slope0 < 0, a_lo + step, 0.0)  # no descent: stay
 
 
 def _line_search_cone(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d: jax.Array, md: jax.Array,
@@ -360,7 +458,7 @@ class _Iterate(NamedTuple):
     ev: _Eval
 
 
-def _scale_tol(p: Problem) -> jax.Array:
+def scale_tol(p: Problem) -> jax.Array:
     """What MuJoCo divides the cost improvement and the gradient norm by: trace(M), M at run time."""
     # MuJoCo 4.0.0 divides by the diagonal sum of M over an island's dofs (over all dofs with
     # islands disabled); it reads no stat.meaninertia. This solve is one problem over all dofs: the
@@ -387,7 +485,7 @@ def _start(cfg: Config, p: Problem, x_warm: jax.Array) -> _Iterate:
         warm = at(x_warm)
         use = warm[3].cost < ev.cost
         x, ma, jar, ev = jax.tree.map(lambda a, b: jnp.where(use, a, b), warm, (x, ma, jar, ev))
-    done = _grad_small(cfg, ev, _scale_tol(p))
+    done = _grad_small(cfg, ev, scale_tol(p))
     return _Iterate(jnp.zeros((), jnp.int32), done, x, ma, jar, ev)
 
 
@@ -404,15 +502,15 @@ def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     d = -linalg.spd_solve(hess, s.ev.grad)
     md, jd = _mv(p.M, d), _mv(p.J, d)
     if cfg.cones:
-        alpha = _line_search_cone(cfg, p, s.ma, s.jar, d, md, jd, _scale_tol(p))
+        alpha = _line_search_cone(cfg, p, s.ma, s.jar, d, md, jd, scale_tol(p))
     else:
         alpha = _line_search_exact(cfg, p, s.ma, s.jar, d, md, jd)
     x, ma, jar = s.x + alpha * d, s.ma + alpha * md, s.jar + alpha * jd
     new = _evaluate(cfg, p, x, ma, jar)
     drop = s.ev.cost - new.cost
-    scale_tol = _scale_tol(p)
-    small = (drop < cfg.tolerance * scale_tol) | (drop <= _REL_COST * jnp.abs(new.cost))
-    return _Iterate(s.it + 1, small | _grad_small(cfg, new, scale_tol), x, ma, jar, new)
+    stol = scale_tol(p)
+    small = (drop < cfg.tolerance * stol) | (drop <= _REL_COST * jnp.abs(new.cost))
+    return _Iterate(s.it + 1, small | _grad_small(cfg, new, stol), x, ma, jar, new)
 
 
 def _newton_loop(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:

@@ -112,7 +112,7 @@ def test_scale_is_inverse_trace_of_mass_matrix(islands: bool, arm: float) -> Non
     np.testing.assert_allclose(scale * trace, 1.0, rtol=1e-12)
     assert scale * m.stat.meaninertia * m.nv > 1.15  # not the load-time statistic ...
     assert mujoco_scale(1e6)[0] == scale  # ... which MuJoCo does not read at all
-    np.testing.assert_allclose(1.0 / float(solver._scale_tol(_problem(m, d)[1])), scale, rtol=1e-6)
+    np.testing.assert_allclose(1.0 / float(solver.scale_tol(_problem(m, d)[1])), scale, rtol=1e-6)
 
 
 def test_warm_start_exit_follows_armature() -> None:

@@ -60,6 +60,9 @@ class Options:
     """(3,) velocity of the medium in the world frame (read when `has_fluid`)."""
     magnetic: jax.Array
     """(3,) global magnetic flux in the world frame (read by magnetometer sensors)."""
+    noslip_tolerance: jax.Array
+    """() noslip sweeps stop once a sweep's scaled improvement is below this (read when
+    `noslip_iterations` > 0)."""
     has_fluid: bool = dataclasses.field(metadata=_STATIC)
     """Whether fluid forces are computed: density or viscosity nonzero at load time. Models without a
     medium skip the fluid stage; to randomize a medium from zero, `opt.replace(has_fluid=True, ...)`."""
@@ -81,6 +84,8 @@ class Options:
     """Solver tolerance."""
     ls_tolerance: float = dataclasses.field(metadata=_STATIC)
     """Line-search tolerance."""
+    noslip_iterations: int = dataclasses.field(default=0, metadata=_STATIC)
+    """Maximum noslip sweeps after the main solver (0: no noslip, nothing traced)."""
 
     def replace(self, **changes: Any) -> Options:
         """Copy with the given fields replaced; array fields are checked like `System.replace`'s."""
@@ -469,6 +474,9 @@ class System:
     """Equality constraint names ('' if unnamed), in `State.eq_active` order."""
     tendon_names: tuple[str, ...] = dataclasses.field(metadata=_STATIC)
     """Tendon names ('' if unnamed)."""
+    tendon_bias: bool = dataclasses.field(default=False, metadata=_STATIC)
+    """Whether the spatial tendons' armature bias force is computed: a spatial tendon had armature at
+    load time. To randomize a spatial tendon's armature from zero, `replace(tendon_bias=True, ...)`."""
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 
@@ -493,8 +501,9 @@ class System:
         return dataclasses.replace(self, **changes)
 
 
-# Static System fields that describe the model rather than parameterize the physics.
-_REPLACEABLE_STATIC = frozenset({"mj_model_ref"})
+# Static System fields that may be replaced: they describe the model (mj_model_ref) or switch on a
+# stage whose leaves were zero at load (tendon_bias), without changing any array shape.
+_REPLACEABLE_STATIC = frozenset({"mj_model_ref", "tendon_bias"})
 
 
 def _check_changes(obj: Any, where: str, changes: dict[str, Any], static_ok: bool) -> None:

@@ -21,7 +21,8 @@ from brax_math import normalize, safe_arccos, safe_norm
 from mujoco import mjtDisableBit, mjtWrap
 
 from brax_physics._src.com import mm
-from brax_physics._src.kinematics import Frames, site_xpos
+from brax_physics._src.integrator import integrate_pos
+from brax_physics._src.kinematics import Frames, kinematics, mocap_bodies, site_xpos
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
@@ -328,3 +329,27 @@ def damping_derivative(sys: System, ten_J: jax.Array) -> jax.Array:
     as MuJoCo's implicitfast keeps it (qDeriv gathered into qH)."""
     full = mm(ten_J.T, sys.tendon_damping[:, None] * ten_J)
     return jnp.where(jnp.asarray(_m_pattern(sys)), -full, 0.0)
+
+
+def armature_bias(sys: System, q: jax.Array, qd: jax.Array, fr: Frames, subtree_com: jax.Array,
+                  cdof: jax.Array, ten_J: jax.Array) -> jax.Array:
+    """(nv,) the tendon armature's bias force Σ armature·(J̇·qvel)·Jᵀ (MuJoCo mj_tendonBias).
+
+    J̇·qvel is the length's second time derivative along q(t) = q ⊕ t·qvel (constant qvel, so
+    qacc = 0), taken by forward-mode differentiation through the kinematics; fixed tendons are
+    linear in qpos, so theirs is zero. Mocap bodies stay where `fr` has them.
+    """
+    mocap = mocap_bodies(sys)
+    mpos, mquat = (fr.xpos[mocap], fr.xquat[mocap]) if sys.nmocap else (None, None)
+
+    def length(t: jax.Array) -> jax.Array:
+        qt = integrate_pos(sys, q, qd, t)
+        return tendon(sys, qt, kinematics(sys, qt, mpos, mquat), subtree_com, cdof)[0]
+
+    def rate(t: jax.Array) -> jax.Array:
+        out: jax.Array = jax.jvp(length, (t,), (jnp.ones_like(t),))[1]
+        return out
+
+    zero = jnp.zeros((), qd.dtype)
+    jdot_qvel = jax.jvp(rate, (zero,), (jnp.ones_like(zero),))[1]
+    return mm(ten_J.T, sys.tendon_armature * jdot_qvel)

@@ -235,6 +235,35 @@ def test_passive_trajectory_matches_mujoco(integrator: str) -> None:
     assert _rollout_error(xml, 60) < 2e-4
 
 
+# Armature on both spatial tendons (through the ball-jointed hand and the free ball, one with a
+# pulley): MuJoCo adds armature·JᵀJ to M and armature·(J̇·qvel)·J to qfrc_bias (mj_tendonBias).
+ARMATURE = (
+    TENDONS
+    .replace('<spatial name="arm">', '<spatial name="arm" armature="0.4">')
+    .replace('<spatial name="rope">', '<spatial name="rope" armature="0.3">')
+)
+
+
+def test_spatial_tendon_armature_matches_mujoco() -> None:
+    sys, m = _model(ARMATURE)
+    assert sys.tendon_bias and not _model(TENDONS)[0].tendon_bias  # no armature: nothing traced
+    plain = _model(TENDONS)[1]
+    d, d0 = mujoco.MjData(m), mujoco.MjData(plain)
+    for seed in (0, 1, 2):
+        q, qd = _random_state(m, seed, vel=3.0)
+        for mm_, dd in ((m, d), (plain, d0)):
+            dd.qpos[:], dd.qvel[:] = q, qd
+            mujoco.mj_forward(mm_, dd)
+        s = _init(sys, jnp.asarray(q, jnp.float32), jnp.asarray(qd, jnp.float32))
+        full = np.zeros((m.nv, m.nv))
+        mujoco.mj_fullM(m, d, full)
+        np.testing.assert_allclose(s.mass_matrix, full, rtol=1e-5, atol=1e-6)
+        atol = 1e-4 * (1 + np.max(np.abs(d.qfrc_bias)))
+        np.testing.assert_allclose(s.qfrc_bias, d.qfrc_bias, atol=atol)
+        assert np.max(np.abs(d.qfrc_bias - d0.qfrc_bias)) > 100 * atol  # the armature's bias matters
+    assert _rollout_error(ARMATURE, 60, vel=2.0) < 2e-4
+
+
 # Rows of every kind in MuJoCo's order: dof friction (elbow), tendon friction (coupling, arm), joint
 # limit (shoulder), tendon limits (coupling; rope with a margin and its own solref/solimp); no contacts.
 ROWS = (
