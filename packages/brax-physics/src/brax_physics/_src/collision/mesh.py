@@ -9,9 +9,18 @@ geom's frame (the compiler moves the geom to the mesh's inertial frame). Pairs:
   margin, in polygon order: up to 4 contacts (3 on triangles). The quadrilaterals depend only on
   the hull, so they are tabulated at load.
 - sphere, capsule, ellipsoid, cylinder, box and mesh against a mesh: the general convex collider
-  (`convex.shape_contact`, GJK + EPA), one contact. MuJoCo's `multiccd` (on by default) adds up to
-  three more where flat faces or edges touch (polygon clipping for box-mesh and mesh-mesh, rotated
-  re-runs for capsule- and cylinder-mesh); not reproduced here (options_check warns).
+  (`convex.shape_contact`, GJK + EPA), one contact.
+- box-mesh and mesh-mesh with `multiccd` (MuJoCo's default) and no margin: MuJoCo's multicontact
+  on penetrating pairs: the features of both geoms along the EPA normal (the vertices on their
+  support planes, MuJoCo's simplex dimensions) give candidate polygons; two facing each other
+  within mjFACE_TOL are clipped (Sutherland-Hodgman in MuJoCo's vertex order, then the points
+  below the clipping face; beyond 4 MuJoCo's polygonQuad), else an edge of the lower-dimensional
+  feature lying in a candidate polygon of the other within mjEDGE_TOL is clipped (its two
+  farthest points): `MULTI` = 4 slots, the EPA contact in the first where nothing is clipped.
+  MuJoCo 4.0.0 picks another quadrilateral than its source at some poses with more than 4
+  clipped points (same count and normal). With a margin MuJoCo re-runs the collider on rotated
+  geoms instead (as for capsule- and cylinder-mesh): not reproduced (one contact; options_check
+  warns).
 
 The hull's vertex lists are static (numpy, padded per pair group with a repeated hull vertex, so
 the support is unchanged); the vertex coordinates are the `System.mesh_vert` leaf, gathered every
