@@ -98,11 +98,13 @@ DISABLE_FLAGS: dict[str, tuple[Status, str]] = {
     # test's scaling changes, so results agree to within the solver tolerance.
     "island": ("irrelevant", "same optimum, solved block by block"),
     # Disabled, MuJoCo gives the one contact per convex pair this collider gives; enabled (its
-    # default) it adds contacts where flat faces or edges of capsule/cylinder/box/mesh pairs touch,
-    # which collision.convex and collision.mesh do not: warned at load for the pairs with a mesh
-    # (`_multiccd_note`); the primitive pairs' gap (capsule/cylinder/box) is in convex's docstring.
-    "multiccd": ("warned", "collision.convex and collision.mesh give one contact per pair (MuJoCo's "
-                 "value with multiccd disabled); enabled, MuJoCo's extra flat-face contacts are missing"),
+    # default) it clips touching faces of box-mesh and mesh-mesh pairs without a margin into up to
+    # 4 contacts, which collision.mesh does (pairs.collision_pairs gives them 4 slots), and re-runs
+    # the collider on slightly rotated geoms for the other capsule/cylinder/box/mesh pairs (and
+    # box-/mesh-mesh pairs with a margin), which is not reproduced: warned at load for the pairs
+    # with a mesh (`_multiccd_note`); the primitive pairs' gap is in convex's docstring.
+    "multiccd": ("warned", "collision.mesh clips box-mesh and mesh-mesh faces as MuJoCo (4 slots); "
+                 "other convex pairs keep one contact (MuJoCo's rotated re-runs are missing)"),
 }
 """Every `mjtDisableBit`: its class and where it is honoured, or why it is irrelevant."""
 
@@ -188,21 +190,27 @@ def option_warnings(m: mujoco.MjModel) -> list[str]:
 
 
 def _multiccd_note(m: mujoco.MjModel) -> list[str]:
-    """The warning for mesh pairs that MuJoCo's multiccd gives extra contacts (capsule, cylinder,
-    box or mesh against a mesh), if the model has any that can collide."""
+    """The warning for mesh pairs that MuJoCo's multiccd gives extra contacts by rotated re-runs
+    (capsule or cylinder against a mesh; box or mesh against a mesh with a margin), if the model
+    has any that can collide."""
     gtype = np.asarray(m.geom_type)
     multi = {int(t) for t in (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_CYLINDER,
                               mujoco.mjtGeom.mjGEOM_BOX, mujoco.mjtGeom.mjGEOM_MESH)}
+    clipped = {int(t) for t in (mujoco.mjtGeom.mjGEOM_BOX, mujoco.mjtGeom.mjGEOM_MESH)}
     mesh = int(mujoco.mjtGeom.mjGEOM_MESH)
-    explicit = zip(np.asarray(m.pair_geom1).reshape(-1), np.asarray(m.pair_geom2).reshape(-1), strict=True)
-    kinds = sorted({tuple(sorted((int(gtype[a]), int(gtype[b])))) for a, b in [*dynamic_pairs(m), *explicit]})
+    margin = np.asarray(m.geom_margin)
+    pairs = [(int(a), int(b), float(margin[a] + margin[b])) for a, b in dynamic_pairs(m)]
+    pairs += [(int(m.pair_geom1[i]), int(m.pair_geom2[i]), float(m.pair_margin[i])) for i in range(m.npair)]
+    kinds = sorted({tuple(sorted((int(gtype[a]), int(gtype[b])))) for a, b, mg in pairs
+                    if not ({int(gtype[a]), int(gtype[b])} <= clipped and mg == 0)})
     hit = [k for k in kinds if mesh in k and set(k) <= multi]
     if not hit:
         return []
     names = ", ".join(f"{keyword(mujoco.mjtGeom, a)}-{keyword(mujoco.mjtGeom, b)}" for a, b in hit)
     return [f"option flag multiccd (enabled by default): not implemented for the {names} pairs of this "
-            "model, which get one contact each here; where their flat faces or edges touch MuJoCo adds "
-            "up to 3 more (disable multiccd to compare with MuJoCo)"]
+            "model (box- and mesh-mesh: those with a margin), which get one contact each here; where "
+            "their flat faces or edges touch MuJoCo adds up to 3 more (disable multiccd to compare "
+            "with MuJoCo)"]
 
 
 # Frames of the loading machinery; the warning points at the first frame outside them.

@@ -280,3 +280,23 @@ def test_unknown_flag_bits_warn() -> None:
         "option disableflags bit 1<<25: unknown to brax-physics, ignored",
         "option enableflags bit 1<<20: unknown to brax-physics, ignored",
     ]
+
+
+_MESH_PAIR = """<mujoco><asset><mesh name="m" vertex="-.1 -.1 -.1 .1 -.1 -.1 -.1 .1 -.1 .1 .1 -.1 -.1 -.1 .1
+  .1 -.1 .1 -.1 .1 .1 .1 .1 .1"/></asset><worldbody><body><freejoint/>{g}</body>
+  <body><freejoint/><geom type="mesh" mesh="m"/></body></worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize(("g", "warned"), [
+    ('<geom type="box" size=".1 .1 .1"/>', False),  # clipped as MuJoCo
+    ('<geom type="mesh" mesh="m"/>', False),
+    ('<geom type="box" size=".1 .1 .1" margin=".01"/>', True),  # MuJoCo's rotated re-runs
+    ('<geom type="cylinder" size=".1 .1"/>', True),
+    ('<geom type="capsule" size=".1 .1"/>', True),
+])
+def test_multiccd_warns_only_for_pairs_without_clipping(g: str, warned: bool) -> None:
+    m = mujoco.MjModel.from_xml_string(_MESH_PAIR.format(g=g))
+    msgs = [w for w in option_warnings(m) if "multiccd" in w]
+    assert bool(msgs) == warned, msgs
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_MULTICCD
+    assert not [w for w in option_warnings(m) if "multiccd" in w]

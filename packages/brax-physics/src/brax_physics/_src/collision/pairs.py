@@ -15,8 +15,8 @@ import numpy as np
 
 from brax_physics._src.collision.convex import COLLIDERS, CONVEX_PAIRS
 from brax_physics._src.collision.hfield import HFIELD_PAIRS, group_patch
+from brax_physics._src.collision.mesh import MULTI, MULTICCD_PAIRS, unsupported_meshes
 from brax_physics._src.collision.mesh import NCON as MESH_NCON
-from brax_physics._src.collision.mesh import unsupported_meshes
 from brax_physics._src.mjenum import keyword
 
 
@@ -154,6 +154,8 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
     condims = np.asarray(m.geom_condim)
     rows: dict[tuple[int, int], list[tuple[int, int, int, int, int]]] = {}
     ncon = {**{k: v[1] for k, v in COLLIDERS.items()}, **MESH_NCON}
+    if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_MULTICCD:
+        ncon.update({k: MULTI for k in MULTICCD_PAIRS})  # face-face clipping (mesh.collide_group)
 
     def add(g1: int, g2: int, pair_id: int) -> None:
         if gtype[g1] > gtype[g2]:
