@@ -154,6 +154,7 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
     condims = np.asarray(m.geom_condim)
     rows: dict[tuple[int, int], list[tuple[int, int, int, int, int]]] = {}
     ncon = {**{k: v[1] for k, v in COLLIDERS.items()}, **MESH_NCON}
+    flat = (int(mujoco.mjtGeom.mjGEOM_PLANE), int(mujoco.mjtGeom.mjGEOM_HFIELD))
     if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_MULTICCD:
         ncon.update({k: MULTI for k in MULTICCD_PAIRS})  # face-face clipping (mesh.collide_group)
 
@@ -161,6 +162,8 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
         if gtype[g1] > gtype[g2]:
             g1, g2 = g2, g1
         key = (int(gtype[g1]), int(gtype[g2]))
+        if key[0] in flat and key[1] in flat:
+            return  # MuJoCo has no collider for plane/hfield against plane/hfield, even in a <pair>
         if key not in ncon and key not in HFIELD_PAIRS:
             supported = sorted({*ncon, *HFIELD_PAIRS})
             raise ValueError(

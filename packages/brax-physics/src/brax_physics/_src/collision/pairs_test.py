@@ -187,12 +187,17 @@ def test_gap_contacts_are_inactive() -> None:
         assert float(c.includemargin[0]) == pytest.approx(0.01)
 
 
-def test_unsupported_pair_names_both_geoms() -> None:
+def test_explicit_pair_without_a_collider_gives_no_contact_as_in_mujoco() -> None:
+    """Every geom pair type MuJoCo collides has a collider here; a <pair> between a plane and a height
+    field (MuJoCo has no routine for it) loads and never touches, as in MuJoCo."""
     xml = """<mujoco><asset><hfield name="h" nrow="2" ncol="2" size="1 1 0.1 0.1"/></asset><worldbody>
-      <geom name="ground" type="hfield" hfield="h"/>
-      <body><freejoint/><geom name="ball" type="sphere" size=".1"/></body></worldbody></mujoco>"""
-    with pytest.raises(ValueError, match=r"hfield-sphere.*'ground'.*'ball'"):
-        collision_pairs(mujoco.MjModel.from_xml_string(xml))
+      <geom name="ground" type="hfield" hfield="h"/><geom name="floor" type="plane" size="1 1 1"/>
+      </worldbody><contact><pair geom1="ground" geom2="floor"/></contact></mujoco>"""
+    m = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    assert d.ncon == 0 and m.npair == 1
+    assert collision_pairs(m).ncon == 0
 
 
 def test_disabled_contacts_give_empty_contact_set() -> None:
