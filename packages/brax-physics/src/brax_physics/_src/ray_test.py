@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
+import os
 from typing import Any
-from xml.etree import ElementTree
 
 import jax
 import jax.numpy as jnp
@@ -307,23 +308,27 @@ def test_rangefinders_match_mujoco_over_a_trajectory() -> None:
 
 
 def _quadruped_rangefinders() -> Any:
-    """dm_control's quadruped (escape task's rangefinders, flat floor), without the parts we refuse."""
-    # dm_control is a test dependency of the hatch environments that run this file
-    from dm_control.suite import common, quadruped  # type: ignore[import-untyped]
+    """dm_control's quadruped (escape task's rangefinders, flat 40 m floor), sensors and geoms as its
+    `make_model(floor_size=40, rangefinders=True)` gives them, tendons, equality, actuators and
+    contacts removed.
 
-    root = ElementTree.fromstring(quadruped.make_model(floor_size=40, terrain=False, rangefinders=True))
-    for tag in ("tendon", "equality", "actuator"):
-        for el in root.findall(tag):
-            root.remove(el)
-    for geom in root.iter("geom"):  # no contacts (capsule-cylinder pairs are not supported)
-        geom.set("contype", "0")
-        geom.set("conaffinity", "0")
-    sensors = root.find("sensor")
-    assert sensors is not None
-    for el in list(sensors):
-        if el.tag != "rangefinder":
-            sensors.remove(el)
-    return mujoco.MjModel.from_xml_string(ElementTree.tostring(root, encoding="unicode"), common.ASSETS)
+    The XML is found without importing dm_control: its suite loads a renderer that binds PyOpenGL to
+    EGL for the whole test process (brax_io.image's OSMesa default then fails in that worker).
+    """
+    found = importlib.util.find_spec("dm_control")
+    assert found is not None and found.origin is not None, "dm_control (a test oracle) is not installed"
+    spec = mujoco.MjSpec.from_file(os.path.join(os.path.dirname(found.origin), "suite", "quadruped.xml"))
+    spec.geom("floor").size = [40, 40, 0.5]
+    for name in ("wall_px", "wall_py", "wall_nx", "wall_ny", "terrain"):
+        spec.delete(spec.geom(name))
+    spec.delete(spec.body("ball"))
+    spec.delete(spec.site("target"))
+    others = [s for s in spec.sensors if s.type != mujoco.mjtSensor.mjSENS_RANGEFINDER]
+    for element in [*spec.tendons, *spec.equalities, *spec.actuators, *others]:
+        spec.delete(element)
+    for geom in spec.geoms:
+        geom.contype, geom.conaffinity = 0, 0
+    return spec.compile()
 
 
 def test_quadruped_rangefinders_match_mujoco() -> None:
