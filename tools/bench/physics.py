@@ -113,7 +113,7 @@ def _mjx_lacks_solver(model: mujoco.MjModel) -> bool:
 def _solver(backend: str, xml: str) -> str:
     """The constraint solver a backend runs the model with, as the row reports it."""
     model = mujoco.MjModel.from_xml_string(xml)
-    name = mujoco.mjtSolver(model.opt.solver).name.removeprefix("mjSOL_")
+    name = str(mujoco.mjtSolver(model.opt.solver).name).removeprefix("mjSOL_")
     if backend == "brax_mjx" and _mjx_lacks_solver(model):
         return f"NEWTON (MJX has no {name})"
     return name
