@@ -1,18 +1,62 @@
 """Strict JAX settings shared by every test in the repository."""
 
+import gc
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 # Two host devices let tests exercise sharding on a CPU-only machine; must be set before jax loads.
 if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (
         os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
     ).strip()
+# Tests are dominated by XLA compiles of small programs run for a few steps: LLVM's cheapest
+# optimization level compiles a physics step about a third faster and runs it about a third slower,
+# a good trade for a test and never for a user (so it is set here, not in the packages). Results
+# differ from the optimized code only by float32 round-off; every oracle test has a tolerance, and
+# the recorded PPO digest runs in a child process with its own XLA_FLAGS.
+if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=0"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 # Catch silent float64/int promotion and accidental broadcasting of mismatched ranks in our code.
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 # Full float32 matmuls: tests compare against MuJoCo C and must not depend on a backend's default.
 jax.config.update("jax_default_matmul_precision", "highest")
+
+# Every XLA CPU executable holds memory mappings (a humanoid step about two thousand), and Linux
+# allows a process 65530 (vm.max_map_count): a long-lived test worker that keeps every executable it
+# compiled in JAX's caches reaches it, LLVM's next allocation fails and the worker aborts mid-compile.
+# A worker drops its compiled programs between modules, and within a module once it nears the limit.
+_MAPS_SOFT_LIMIT = 30000
+
+
+def _memory_maps() -> int:
+    """Number of memory mappings this process holds (0 where /proc is not there)."""
+    maps = Path(f"/proc/{os.getpid()}/maps")
+    if not maps.exists():
+        return 0
+    with maps.open("rb") as f:
+        return sum(1 for _ in f)
+
+
+def _drop_compiled() -> None:
+    jax.clear_caches()
+    gc.collect()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_programs_per_module() -> Iterator[None]:
+    yield
+    _drop_compiled()
+
+
+@pytest.fixture(autouse=True)
+def _compiled_programs_per_test() -> Iterator[None]:
+    yield
+    if _memory_maps() > _MAPS_SOFT_LIMIT:
+        _drop_compiled()
