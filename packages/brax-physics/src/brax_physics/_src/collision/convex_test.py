@@ -85,7 +85,13 @@ def test_resting_single_contacts() -> None:
         cm = min(batch.contacts[0], key=lambda c: float(c["dist"]))
         cu = min(ours, key=lambda c: float(c["dist"]))
         np.testing.assert_allclose(cu["dist"], cm["dist"], atol=1e-4)
-        np.testing.assert_allclose(cu["frame"][0], cm["frame"][0], atol=1e-3)
+        # every case is mirror-symmetric in x and y (both shapes axis-aligned on the z axis): EPA
+        # stops within its tolerance on a curved surface with a slightly tilted normal, and which
+        # side it tilts to is round-off (it flipped under another LLVM optimization level), so the
+        # tilt is compared up to those mirrors and the normal's z exactly
+        n_us, n_mj = np.asarray(cu["frame"][0], np.float64), np.asarray(cm["frame"][0], np.float64)
+        np.testing.assert_allclose(np.abs(n_us[:2]), np.abs(n_mj[:2]), atol=1e-3, err_msg=f"{t1}-{t2}")
+        np.testing.assert_allclose(n_us[2], n_mj[2], atol=1e-3, err_msg=f"{t1}-{t2}")
 
 
 def test_collision_pairs_accept_convex_pairs() -> None:

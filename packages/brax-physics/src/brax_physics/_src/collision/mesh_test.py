@@ -97,9 +97,11 @@ def test_convex_mesh_pairs_match_mujoco(t1: str, margin: float) -> None:
     assert sum(bool(c) for c in batch.contacts) > 12
     if margin:
         assert any(c["dist"] > 0 for cs in batch.contacts for c in cs)
-    # EPA stops within ccd_tolerance of the depth: on curved surfaces (ellipsoid) the normal is
-    # then only good to ~1e-2 (see convex_test), the distance still to 1e-6
-    ntol = 2e-2 if t1 == "ellipsoid" else 1e-3
+    # EPA stops within ccd_tolerance of the depth: on curved surfaces (an ellipsoid, a cylinder's
+    # side) the depth is flat in the normal's direction near its optimum, so the normal is only good
+    # to ~1e-2 (see convex_test; round-off alone, another LLVM optimization level, moved a cylinder's
+    # by 1.8e-2), the distance still to 1e-6
+    ntol = 2e-2 if t1 in ("ellipsoid", "cylinder") else 1e-3
     for b, (mj, us) in enumerate(zip(batch.contacts, ours, strict=True)):
         assert len(mj) == len(us), (b, mj, us)
         for c, u in zip(mj, us, strict=True):
