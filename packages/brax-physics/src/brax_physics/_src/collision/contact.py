@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import NamedTuple
 
 import jax
@@ -11,8 +12,15 @@ import numpy as np
 from mujoco import mjtGeom
 
 from brax_physics._src.collision import hfield, mesh
-from brax_physics._src.collision.convex import COLLIDERS, CONVEX_PAIRS, convex_collider
+from brax_physics._src.collision.convex import (
+    COLLIDERS,
+    CONVEX_PAIRS,
+    primitive_search,
+    primitive_shape,
+    shape_envelope,
+)
 from brax_physics._src.collision.pairs import PairGroup
+from brax_physics._src.collision.primitives import make_frame
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.system import System
 
@@ -134,6 +142,30 @@ def _sphere_filtered(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat:
     return out
 
 
+def _convex_search(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, detects: list[jax.Array],
+                   skips: list[jax.Array]) -> dict[int, tuple[jax.Array, ...]]:
+    """GJK/EPA search results (dist, normal, witnesses; constants) of the groups that MuJoCo collides
+    with its general convex collider, by group index: all such pairs share one search, run only on
+    the pairs that pass the bounding-sphere filter."""
+    groups = sys.contact_pairs.groups
+    which = [i for i, g in enumerate(groups) if (g.type1, g.type2) in CONVEX_PAIRS]
+    if not which:
+        return {}
+    sel = [groups[i] for i in which]
+    i1 = np.concatenate([g.geom1 for g in sel])
+    i2 = np.concatenate([g.geom2 for g in sel])
+    t1 = np.concatenate([np.full(g.npair, g.type1, np.int32) for g in sel])
+    t2 = np.concatenate([np.full(g.npair, g.type2, np.int32) for g in sel])
+    found = primitive_search(
+        jnp.asarray(t1), geom_xpos[i1], geom_xmat[i1], sys.geom_size[i1],
+        jnp.asarray(t2), geom_xpos[i2], geom_xmat[i2], sys.geom_size[i2],
+        jnp.concatenate([detects[i] for i in which]), ~jnp.concatenate([skips[i] for i in which]),
+        sys.contact_pairs.ccd_iterations, sys.contact_pairs.ccd_tolerance)
+    ends = np.cumsum([g.npair for g in sel])[:-1]
+    split = [jnp.split(x, ends) for x in found]
+    return {gi: tuple(x[j] for x in split) for j, gi in enumerate(which)}
+
+
 def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
     """Contacts of all candidate pairs of `sys`: one vmapped collider call per pair type.
 
@@ -143,14 +175,24 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
     """
     dtype = geom_xpos.dtype
     geom_size = sys.geom_size
+    groups = sys.contact_pairs.groups
+    prms = [_mix(sys, g) for g in groups]
+    # Colliders cap their contact count with MuJoCo's detection threshold margin + gap.
+    detects = [prm.margin + prm.gap for prm in prms]
+    skips = [_sphere_filtered(sys, g, geom_xpos, geom_xmat, d) for g, d in zip(groups, detects, strict=True)]
+    convex = _convex_search(sys, geom_xpos, geom_xmat, detects, skips)
     parts: list[dict[str, jax.Array]] = []
-    for g in sys.contact_pairs.groups:
+    for gi, (g, prm, detect, skip) in enumerate(zip(groups, prms, detects, skips, strict=True)):
         k = g.ncon_per_pair
         i1, i2 = g.geom1, g.geom2
-        prm = _mix(sys, g)
-        # Colliders cap their contact count with MuJoCo's detection threshold margin + gap.
-        detect = prm.margin + prm.gap
-        if g.type1 == hfield.HFIELD and g.type2 == mesh.MESH:  # prisms against the mesh's hull
+        if gi in convex:  # the general convex collider's search is done: add the gradients
+            s1, s2 = primitive_shape(g.type1), primitive_shape(g.type2)
+            dist, pos, normal = jax.vmap(functools.partial(shape_envelope, s1, shape2=s2))(
+                geom_xpos[i1], geom_xmat[i1], geom_size[i1], pos2=geom_xpos[i2], mat2=geom_xmat[i2],
+                data2=geom_size[i2], dist=convex[gi][0], n=convex[gi][1], c1=convex[gi][2],
+                c2=convex[gi][3])
+            dist, pos, frame = dist[:, None], pos[:, None], make_frame(normal)[:, None]
+        elif g.type1 == hfield.HFIELD and g.type2 == mesh.MESH:  # prisms against the mesh's hull
             hull = sys.mesh_vert[mesh.hull_rows(sys.meshes, np.asarray(sys.geom_dataid, np.int32)[i2])]
             dist, pos, frame = hfield.collide_pairs(sys, g, geom_xpos, geom_xmat, hull, detect,
                                                     mesh.mesh_shape)
@@ -160,15 +202,11 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
             dist, pos, frame = mesh.collide_group(sys, g, geom_xpos, geom_xmat, detect)
         else:
             fn = COLLIDERS[(g.type1, g.type2)][0]
-            if (g.type1, g.type2) in CONVEX_PAIRS:
-                fn = convex_collider(g.type1, g.type2, sys.contact_pairs.ccd_iterations,
-                                     sys.contact_pairs.ccd_tolerance)
             dist, pos, frame = jax.vmap(fn)(
                 geom_xpos[i1], geom_xmat[i1], geom_size[i1],
                 geom_xpos[i2], geom_xmat[i2], geom_size[i2], detect,
             )
         n = g.npair * k
-        skip = _sphere_filtered(sys, g, geom_xpos, geom_xmat, detect)
         slot = np.repeat(np.arange(g.npair), k)  # pair of every slot
 
         def rep(x: np.ndarray, slot: np.ndarray = slot) -> jax.Array:

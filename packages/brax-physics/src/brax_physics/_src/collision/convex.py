@@ -34,7 +34,7 @@ from brax_math import safe_norm
 from mujoco import mjtGeom
 
 from brax_physics._src.collision.primitives import COLLIDERS as PRIMITIVE_COLLIDERS
-from brax_physics._src.collision.primitives import Collider, make_frame
+from brax_physics._src.collision.primitives import NO_CONTACT, Collider, make_frame
 
 CCD_ITERATIONS = 35
 """MuJoCo's default `opt.ccd_iterations`."""
@@ -500,7 +500,7 @@ def primitive_shape(gtype: int) -> ShapeFn:
     return shape
 
 
-def _search(a: ConvexShape, b: ConvexShape, rounded: bool, pos1: jax.Array, pos2: jax.Array,
+def _search(a: ConvexShape, b: ConvexShape, rounded: bool | jax.Array, pos1: jax.Array, pos2: jax.Array,
             margin: jax.Array, iterations: int, tolerance: float
             ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Signed distance, unit normal (shape a to shape b) and witness points on the two surfaces
@@ -542,7 +542,7 @@ def _search(a: ConvexShape, b: ConvexShape, rounded: bool, pos1: jax.Array, pos2
     gap = dp + w1 - w2
     gn = safe_norm(gap)
     n_pen = jnp.where(gn > 0, gap / jnp.where(gn > 0, gn, 1.0), n_sep)
-    use_pen = pen & (inside | (xn <= tol)) if rounded else pen
+    use_pen = pen & (~jnp.asarray(rounded) | inside | (xn <= tol))
     dist = jnp.where(use_pen, margin - depth, d_sep)
     n = jnp.where(use_pen, n_pen, n_sep)
     # witness points on the true surfaces (the inflated ones moved back by half the margin)
@@ -559,7 +559,16 @@ def shape_contact(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any,
     with gradients; `rounded` when either is a sphere or capsule (MuJoCo's core-distance path)."""
     const = jax.lax.stop_gradient((pos1, mat1, data1, pos2, mat2, data2, margin))
     p1, m1, d1, p2, m2, d2, mg = const
-    dist, n, c1, c2 = _search(shape1(m1, d1), shape2(m2, d2), rounded, p1, p2, mg, iterations, tolerance)
+    found = _search(shape1(m1, d1), shape2(m2, d2), rounded, p1, p2, mg, iterations, tolerance)
+    return shape_envelope(shape1, pos1, mat1, data1, shape2, pos2, mat2, data2, *found)
+
+
+def shape_envelope(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, shape2: ShapeFn,
+                   pos2: jax.Array, mat2: jax.Array, data2: Any, dist: jax.Array, n: jax.Array,
+                   c1: jax.Array, c2: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """`shape_contact`'s contact from a finished search (dist, unit normal n, witness points c1, c2
+    relative to the centers, all constants), with the gradients of the envelope theorem."""
+    dist, c1, c2 = jax.lax.stop_gradient((dist, c1, c2))
     n = jax.lax.stop_gradient(n)
     # Envelope theorem: dist = -(h1(n) + h2(-n)) at the optimal n, differentiated at fixed n.
     a, b = shape1(mat1, data1), shape2(mat2, data2)
@@ -572,6 +581,80 @@ def shape_contact(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any,
     x1 = pos1 + mat1 @ l1
     x2 = pos2 + mat2 @ l2
     return dist, 0.5 * (x1 + x2), n
+
+
+# ----------------------------------------------------------------------------------------------
+# many pairs of any primitive types: one search program, run only on the pairs that need it
+
+
+def _any_support(gtype: jax.Array, mat: jax.Array, size: jax.Array, d: jax.Array) -> jax.Array:
+    """`core_support` of a primitive whose type is data (a traced `mjtGeom` code)."""
+    out = jnp.zeros(3, d.dtype)
+    for t in (_CAPSULE, _ELLIPSOID, _CYLINDER, _BOX):
+        out = jnp.where(gtype == t, core_support(t, mat, size, d), out)
+    return out
+
+
+def _any_shape(gtype: jax.Array, mat: jax.Array, size: jax.Array) -> ConvexShape:
+    """ConvexShape of a primitive whose type is data (a traced `mjtGeom` code)."""
+    core = (gtype == _SPHERE) | (gtype == _CAPSULE)
+    bound = rbound(_BOX, size)
+    for t in (_SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER):
+        bound = jnp.where(gtype == t, rbound(t, size), bound)
+    return ConvexShape(functools.partial(_any_support, gtype, mat, size),
+                       jnp.where(core, size[0], jnp.zeros((), size.dtype)), bound)
+
+
+def run_masked(fn: Callable[..., Any], mask: jax.Array, args: Any, fill: Any, chunk: int) -> Any:
+    """`jax.vmap(fn)(*args)` where `mask` (n,) holds and `fill` elsewhere, computing only the masked
+    lanes: they are gathered `chunk` at a time (as many rounds as there are masked lanes, under
+    `vmap` the most of any batch element). For searches on constants (no reverse-mode gradients)."""
+    n = mask.shape[0]
+    chunk = max(1, min(chunk, n))
+    rounds = -(-n // chunk)
+    order = jnp.nonzero(mask, size=rounds * chunk, fill_value=n)[0]
+    count = jnp.sum(mask)
+
+    def body(c: tuple[jax.Array, Any]) -> tuple[jax.Array, Any]:
+        i, out = c
+        idx = jax.lax.dynamic_slice(order, (i * chunk,), (chunk,))
+        take = jnp.minimum(idx, n - 1)
+        res = jax.vmap(fn)(*jax.tree.map(lambda a: a[take], args))
+        return i + 1, jax.tree.map(lambda o, r: o.at[idx].set(r, mode="drop"), out, res)
+
+    def cond(c: tuple[jax.Array, Any]) -> jax.Array:
+        return c[0] * chunk < count
+
+    return jax.lax.while_loop(cond, body, (jnp.zeros((), count.dtype), fill))[1]
+
+
+SEARCH_CHUNK = 32
+"""Pairs searched side by side per round of `primitive_search` (of one environment)."""
+
+
+def primitive_search(type1: jax.Array, pos1: jax.Array, mat1: jax.Array, size1: jax.Array,
+                     type2: jax.Array, pos2: jax.Array, mat2: jax.Array, size2: jax.Array,
+                     margin: jax.Array, mask: jax.Array, iterations: int = CCD_ITERATIONS,
+                     tolerance: float = CCD_TOLERANCE
+                     ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """GJK/EPA search (dist (n,), normal (n, 3), witnesses c1, c2 (n, 3)) of n primitive pairs of
+    any types (`mjtGeom` codes (n,)), run only where `mask` holds (elsewhere dist = NO_CONTACT):
+    one compiled search serves every pair type, and pairs that MuJoCo's bounding-sphere filter
+    drops cost nothing. Constants only; `shape_envelope` adds the gradients."""
+
+    def one(t1: jax.Array, p1: jax.Array, m1: jax.Array, s1: jax.Array, t2: jax.Array, p2: jax.Array,
+            m2: jax.Array, s2: jax.Array, mg: jax.Array) -> tuple[jax.Array, ...]:
+        rounded = (t1 == _SPHERE) | (t1 == _CAPSULE) | (t2 == _SPHERE) | (t2 == _CAPSULE)
+        return _search(_any_shape(t1, m1, s1), _any_shape(t2, m2, s2), rounded, p1, p2, mg, iterations,
+                       tolerance)
+
+    args = jax.lax.stop_gradient((type1, pos1, mat1, size1, type2, pos2, mat2, size2, margin))
+    n, dtype = mask.shape[0], pos1.dtype
+    z3 = jnp.zeros((n, 3), dtype)
+    fill = (jnp.full((n,), NO_CONTACT, dtype), z3.at[:, 0].set(1.0), z3, z3)
+    out: tuple[jax.Array, jax.Array, jax.Array, jax.Array] = run_masked(
+        one, jax.lax.stop_gradient(mask), args, fill, SEARCH_CHUNK)
+    return out
 
 
 @functools.cache
