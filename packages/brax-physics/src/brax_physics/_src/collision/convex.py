@@ -587,24 +587,6 @@ def shape_envelope(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any
 # many pairs of any primitive types: one search program, run only on the pairs that need it
 
 
-def _any_support(gtype: jax.Array, mat: jax.Array, size: jax.Array, d: jax.Array) -> jax.Array:
-    """`core_support` of a primitive whose type is data (a traced `mjtGeom` code)."""
-    out = jnp.zeros(3, d.dtype)
-    for t in (_CAPSULE, _ELLIPSOID, _CYLINDER, _BOX):
-        out = jnp.where(gtype == t, core_support(t, mat, size, d), out)
-    return out
-
-
-def _any_shape(gtype: jax.Array, mat: jax.Array, size: jax.Array) -> ConvexShape:
-    """ConvexShape of a primitive whose type is data (a traced `mjtGeom` code)."""
-    core = (gtype == _SPHERE) | (gtype == _CAPSULE)
-    bound = rbound(_BOX, size)
-    for t in (_SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER):
-        bound = jnp.where(gtype == t, rbound(t, size), bound)
-    return ConvexShape(functools.partial(_any_support, gtype, mat, size),
-                       jnp.where(core, size[0], jnp.zeros((), size.dtype)), bound)
-
-
 def run_masked(fn: Callable[..., Any], mask: jax.Array, args: Any, fill: Any, chunk: int) -> Any:
     """`jax.vmap(fn)(*args)` where `mask` (n,) holds and `fill` elsewhere, computing only the masked
     lanes: they are gathered `chunk` at a time (as many rounds as there are masked lanes, under
@@ -629,26 +611,26 @@ def run_masked(fn: Callable[..., Any], mask: jax.Array, args: Any, fill: Any, ch
 
 
 SEARCH_CHUNK = 32
-"""Pairs searched side by side per round of `primitive_search` (of one environment)."""
+"""Pairs searched side by side per round of `primitive_search` (of one group, one environment)."""
 
 
-def primitive_search(type1: jax.Array, pos1: jax.Array, mat1: jax.Array, size1: jax.Array,
-                     type2: jax.Array, pos2: jax.Array, mat2: jax.Array, size2: jax.Array,
+def primitive_search(type1: int, pos1: jax.Array, mat1: jax.Array, size1: jax.Array,
+                     type2: int, pos2: jax.Array, mat2: jax.Array, size2: jax.Array,
                      margin: jax.Array, mask: jax.Array, iterations: int = CCD_ITERATIONS,
                      tolerance: float = CCD_TOLERANCE
                      ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """GJK/EPA search (dist (n,), normal (n, 3), witnesses c1, c2 (n, 3)) of n primitive pairs of
-    any types (`mjtGeom` codes (n,)), run only where `mask` holds (elsewhere dist = NO_CONTACT):
-    one compiled search serves every pair type, and pairs that MuJoCo's bounding-sphere filter
-    drops cost nothing. Constants only; `shape_envelope` adds the gradients."""
+    """GJK/EPA search (dist (n,), normal (n, 3), witnesses c1, c2 (n, 3)) of n pairs of geom types
+    type1 <= type2, run only where `mask` holds (elsewhere dist = NO_CONTACT), so that pairs that
+    MuJoCo's bounding-sphere filter drops cost nothing. Constants only; `shape_envelope` adds the
+    gradients."""
+    shape1, shape2 = primitive_shape(type1), primitive_shape(type2)
+    rounded = bool({type1, type2} & {_SPHERE, _CAPSULE})
 
-    def one(t1: jax.Array, p1: jax.Array, m1: jax.Array, s1: jax.Array, t2: jax.Array, p2: jax.Array,
-            m2: jax.Array, s2: jax.Array, mg: jax.Array) -> tuple[jax.Array, ...]:
-        rounded = (t1 == _SPHERE) | (t1 == _CAPSULE) | (t2 == _SPHERE) | (t2 == _CAPSULE)
-        return _search(_any_shape(t1, m1, s1), _any_shape(t2, m2, s2), rounded, p1, p2, mg, iterations,
-                       tolerance)
+    def one(p1: jax.Array, m1: jax.Array, s1: jax.Array, p2: jax.Array, m2: jax.Array, s2: jax.Array,
+            mg: jax.Array) -> tuple[jax.Array, ...]:
+        return _search(shape1(m1, s1), shape2(m2, s2), rounded, p1, p2, mg, iterations, tolerance)
 
-    args = jax.lax.stop_gradient((type1, pos1, mat1, size1, type2, pos2, mat2, size2, margin))
+    args = jax.lax.stop_gradient((pos1, mat1, size1, pos2, mat2, size2, margin))
     n, dtype = mask.shape[0], pos1.dtype
     z3 = jnp.zeros((n, 3), dtype)
     fill = (jnp.full((n,), NO_CONTACT, dtype), z3.at[:, 0].set(1.0), z3, z3)
