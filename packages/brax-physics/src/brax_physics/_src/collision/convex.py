@@ -500,7 +500,7 @@ def primitive_shape(gtype: int) -> ShapeFn:
     return shape
 
 
-def _search(a: ConvexShape, b: ConvexShape, rounded: bool | jax.Array, pos1: jax.Array, pos2: jax.Array,
+def _search(a: ConvexShape, b: ConvexShape, rounded: bool, pos1: jax.Array, pos2: jax.Array,
             margin: jax.Array, iterations: int, tolerance: float
             ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Signed distance, unit normal (shape a to shape b) and witness points on the two surfaces
@@ -542,7 +542,7 @@ def _search(a: ConvexShape, b: ConvexShape, rounded: bool | jax.Array, pos1: jax
     gap = dp + w1 - w2
     gn = safe_norm(gap)
     n_pen = jnp.where(gn > 0, gap / jnp.where(gn > 0, gn, 1.0), n_sep)
-    use_pen = pen & (~jnp.asarray(rounded) | inside | (xn <= tol))
+    use_pen = pen & (inside | (xn <= tol)) if rounded else pen
     dist = jnp.where(use_pen, margin - depth, d_sep)
     n = jnp.where(use_pen, n_pen, n_sep)
     # witness points on the true surfaces (the inflated ones moved back by half the margin)
@@ -584,7 +584,7 @@ def shape_envelope(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any
 
 
 # ----------------------------------------------------------------------------------------------
-# many pairs of any primitive types: one search program, run only on the pairs that need it
+# many pairs of one type: search only the pairs that MuJoCo's filters let through
 
 
 def run_masked(fn: Callable[..., Any], mask: jax.Array, args: Any, fill: Any, chunk: int) -> Any:
