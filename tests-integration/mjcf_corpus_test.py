@@ -67,7 +67,7 @@ def _ctrl(mid: np.ndarray, amp: np.ndarray, freq: np.ndarray, t: float) -> np.nd
 
 # The suite compiles with LLVM's cheapest optimization (conftest.py), which runs a step a few times
 # slower: right for the small models, whose compile dominates, wrong for these two, whose 1 s
-# rollout (hundreds of contact slots, 200-500 steps) costs more than their compile at full
+# rollout (thousands of contact slots, 200-500 steps) costs more than their compile at full
 # optimization; they compile at XLA's default level instead.
 _FULL_OPTIMIZATION = ("dm_control/dog", "dm_control/humanoid_CMU")
 

@@ -201,8 +201,8 @@ def convex_collide(sys: System, xpos: jax.Array, xmat: jax.Array) -> Contact:
     return collide(sys, xpos, xmat)
 
 
-def test_gradients_through_the_shared_search() -> None:
-    """`collide`'s convex pairs (searched together, masked by the sphere filter) keep finite
+def test_gradients_through_the_masked_search() -> None:
+    """`collide`'s general-convex pairs (searched only past the sphere filter) keep finite
     gradients when touching, and the distance grows at unit rate as geom2 moves up."""
     m = pt.pair_model("capsule", "cylinder")
     sys = ot.system_of(m)
