@@ -18,6 +18,16 @@ if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "
 if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=0"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+# One persistent compilation cache for the whole test run: both xdist workers, the unit and the
+# integration sessions, and the child processes (CLI, multi-host, digest) read and write it, so a
+# program compiled by one of them (an env's step at a test's batch size, a PPO update) is loaded,
+# not recompiled, by the others. Set through the environment so child processes inherit it; the key
+# hashes the program, the compile options and XLA_FLAGS, so a stale entry is never read.
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR", str(Path(__file__).parent / ".pytest_cache" / "jax")
+)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+# MAXSIZE_TMP os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(4 << 30))
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

@@ -187,12 +187,12 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
             dist, pos, frame = dist[:, None], pos[:, None], make_frame(normal)[:, None]
         elif g.type1 == hfield.HFIELD and g.type2 == mesh.MESH:  # prisms against the mesh's hull
             hull = sys.mesh_vert[mesh.hull_rows(sys.meshes, np.asarray(sys.geom_dataid, np.int32)[i2])]
-            dist, pos, frame = hfield.collide_pairs(sys, g, geom_xpos, geom_xmat, hull, detect,
+            dist, pos, frame = hfield.collide_pairs(sys, g, geom_xpos, geom_xmat, hull, detect, skip,
                                                     mesh.mesh_shape)
         elif g.type1 == hfield.HFIELD:  # height-field prisms against the other geom
-            dist, pos, frame = hfield.collide_pairs(sys, g, geom_xpos, geom_xmat, geom_size[i2], detect)
+            dist, pos, frame = hfield.collide_pairs(sys, g, geom_xpos, geom_xmat, geom_size[i2], detect, skip)
         elif (g.type1, g.type2) in mesh.NCON:  # pairs with a mesh: per-geom mesh data
-            dist, pos, frame = mesh.collide_group(sys, g, geom_xpos, geom_xmat, detect)
+            dist, pos, frame = mesh.collide_group(sys, g, geom_xpos, geom_xmat, detect, skip)
         else:
             fn = COLLIDERS[(g.type1, g.type2)][0]
             dist, pos, frame = jax.vmap(fn)(

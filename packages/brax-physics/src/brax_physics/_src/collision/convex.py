@@ -611,7 +611,35 @@ def run_masked(fn: Callable[..., Any], mask: jax.Array, args: Any, fill: Any, ch
 
 
 SEARCH_CHUNK = 32
-"""Pairs searched side by side per round of `primitive_search` (of one group, one environment)."""
+"""Lanes (pairs, or height-field prisms) searched side by side per round of `shape_search`."""
+
+
+def shape_search(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, shape2: ShapeFn,
+                 pos2: jax.Array, mat2: jax.Array, data2: Any, margin: jax.Array, mask: jax.Array,
+                 rounded: bool, iterations: int = CCD_ITERATIONS, tolerance: float = CCD_TOLERANCE,
+                 index2: np.ndarray | None = None
+                 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """`shape_contact`'s search (dist (n,), normal (n, 3), witnesses c1, c2 (n, 3), constants) of n
+    lanes, run only where `mask` (n,) holds (elsewhere dist = NO_CONTACT), so that what MuJoCo's
+    filters drop costs nothing; `shape_envelope` adds the gradients.
+
+    Shape 1's arrays have a leading n. Shape 2's (pos2, mat2, data2 and margin) do too, unless
+    `index2` (n,) is given: then lane i reads their row index2[i] (many prisms against one geom).
+    """
+    const2 = jax.lax.stop_gradient((pos2, mat2, data2, margin))
+    rows = jnp.arange(mask.shape[0]) if index2 is None else jnp.asarray(index2, jnp.int32)
+
+    def one(p1: jax.Array, m1: jax.Array, d1: Any, row: jax.Array) -> tuple[jax.Array, ...]:
+        p2, m2, d2, mg = jax.tree.map(lambda a: a[row], const2)
+        return _search(shape1(m1, d1), shape2(m2, d2), rounded, p1, p2, mg, iterations, tolerance)
+
+    args = (*jax.lax.stop_gradient((pos1, mat1, data1)), rows)
+    n, dtype = mask.shape[0], pos1.dtype
+    z3 = jnp.zeros((n, 3), dtype)
+    fill = (jnp.full((n,), NO_CONTACT, dtype), z3.at[:, 0].set(1.0), z3, z3)
+    out: tuple[jax.Array, jax.Array, jax.Array, jax.Array] = run_masked(
+        one, jax.lax.stop_gradient(mask), args, fill, SEARCH_CHUNK)
+    return out
 
 
 def primitive_search(type1: int, pos1: jax.Array, mat1: jax.Array, size1: jax.Array,
@@ -619,24 +647,10 @@ def primitive_search(type1: int, pos1: jax.Array, mat1: jax.Array, size1: jax.Ar
                      margin: jax.Array, mask: jax.Array, iterations: int = CCD_ITERATIONS,
                      tolerance: float = CCD_TOLERANCE
                      ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """GJK/EPA search (dist (n,), normal (n, 3), witnesses c1, c2 (n, 3)) of n pairs of geom types
-    type1 <= type2, run only where `mask` holds (elsewhere dist = NO_CONTACT), so that pairs that
-    MuJoCo's bounding-sphere filter drops cost nothing. Constants only; `shape_envelope` adds the
-    gradients."""
-    shape1, shape2 = primitive_shape(type1), primitive_shape(type2)
+    """`shape_search` of n pairs of primitive geom types type1 <= type2 (sizes as their data)."""
     rounded = bool({type1, type2} & {_SPHERE, _CAPSULE})
-
-    def one(p1: jax.Array, m1: jax.Array, s1: jax.Array, p2: jax.Array, m2: jax.Array, s2: jax.Array,
-            mg: jax.Array) -> tuple[jax.Array, ...]:
-        return _search(shape1(m1, s1), shape2(m2, s2), rounded, p1, p2, mg, iterations, tolerance)
-
-    args = jax.lax.stop_gradient((pos1, mat1, size1, pos2, mat2, size2, margin))
-    n, dtype = mask.shape[0], pos1.dtype
-    z3 = jnp.zeros((n, 3), dtype)
-    fill = (jnp.full((n,), NO_CONTACT, dtype), z3.at[:, 0].set(1.0), z3, z3)
-    out: tuple[jax.Array, jax.Array, jax.Array, jax.Array] = run_masked(
-        one, jax.lax.stop_gradient(mask), args, fill, SEARCH_CHUNK)
-    return out
+    return shape_search(primitive_shape(type1), pos1, mat1, size1, primitive_shape(type2), pos2, mat2, size2,
+                        margin, mask, rounded, iterations, tolerance)
 
 
 @functools.cache

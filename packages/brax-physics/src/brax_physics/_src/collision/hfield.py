@@ -6,7 +6,7 @@ base at z = -base. MuJoCo 4.0.0 collides it with a convex geom cell by cell: the
 box in the height field's frame selects the cells it overlaps, each cell is split along its
 (c, r)-(c+1, r+1) diagonal into two triangles, and each triangle extruded from the surface down to
 the base is a convex prism with 6 vertices that meets the geom in the general convex collider
-(GJK/EPA, `convex.shape_contact`, with the pair's margin): a prism gives a contact when the geom
+(GJK/EPA, `convex.shape_search`, with the pair's margin): a prism gives a contact when the geom
 comes within the margin of it, at their signed distance. The support box is widened by the margin
 before it selects cells; cells whose prism tops all lie below it are skipped. Contacts come in
 the scan order (rows, then columns, then the two prisms of a cell), at most MuJoCo's
@@ -15,9 +15,11 @@ mjMAXCONPAIR per pair.
 Under jit the number of cells a geom can overlap is static: its widened support box is at most
 2 (rbound + margin) wide (`geom_rbound` and the pair's margin + gap at load; enlarge them in the
 MJCF before randomizing sizes or margins up), which spans at most floor(width / dx) + 2 cells.
-Every prism of that patch runs the collider (masked outside the geom's cell range, as MuJoCo's
-loop bounds), and the pair's slots keep the first mjMAXCONPAIR found in scan order, which is
-exactly MuJoCo's set; a patch of at most mjMAXCONPAIR prisms keeps one slot per prism.
+Only the prisms of that patch that MuJoCo's loop visits (inside the geom's cell range, tall
+enough, of pairs its filters keep) run the collider: one masked search over the (pair, prism)
+lanes of a group (`convex.shape_search`). The pair's slots keep the first mjMAXCONPAIR found in
+scan order, which is exactly MuJoCo's set; a patch of at most mjMAXCONPAIR prisms keeps one slot
+per prism.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from brax_physics._src.collision.convex import (
     ConvexShape,
     ShapeFn,
     primitive_shape,
-    shape_contact,
+    shape_envelope,
+    shape_search,
 )
 from brax_physics._src.collision.primitives import NO_CONTACT, make_frame
 from brax_physics._src.linalg import MINVAL
@@ -126,17 +129,17 @@ def _prisms(size: jax.Array, data: jax.Array, adr: jax.Array, nrow: jax.Array, n
 
 
 # ----------------------------------------------------------------------------------------------
-# one pair
+# one pair: the prisms to visit, then the contacts from their searches
 
 
-def hfield_contacts(hpos: jax.Array, hmat: jax.Array, size: jax.Array, data: jax.Array, adr: jax.Array,
-                    nrow: jax.Array, ncol: jax.Array, shape2: ShapeFn, pos2: jax.Array, mat2: jax.Array,
-                    data2: Any, rbound2: jax.Array, margin: jax.Array, patch: tuple[int, int], ncon: int,
-                    rounded: bool, iterations: int, tolerance: float
-                    ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Contacts of one height field (frame hpos, hmat; `size` (4,), elevations `data` from `adr`)
-    with one convex geom (`shape2`, its frame and data, bounding radius): (dist (ncon,),
-    pos (ncon, 3), frame (ncon, 3, 3)), unfilled slots at NO_CONTACT; `patch` (rows, cols) static."""
+def _visits(hpos: jax.Array, hmat: jax.Array, size: jax.Array, data: jax.Array, adr: jax.Array,
+            nrow: jax.Array, ncol: jax.Array, shape2: ShapeFn, pos2: jax.Array, mat2: jax.Array,
+            data2: Any, rbound2: jax.Array, margin: jax.Array, patch: tuple[int, int]
+            ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """The patch of one height field (frame hpos, hmat; `size` (4,), elevations `data` from `adr`)
+    under one convex geom (`shape2`, its frame and data, bounding radius): prisms (P, 6, 3) in the
+    height field's frame, the geom's frame there (lpos (3,), lmat (3, 3)) and which prisms MuJoCo
+    collides (visit (P,)); P = 2 rows cols of the static `patch`."""
     dtype = pos2.dtype
     lpos = hmat.T @ (pos2 - hpos)
     lmat = hmat.T @ mat2
@@ -171,15 +174,24 @@ def hfield_contacts(hpos: jax.Array, hmat: jax.Array, size: jax.Array, data: jax
     # prism height test: a prism whose top lies below the geom is skipped
     tall = jnp.any(jax.lax.stop_gradient(prisms[:, 3:, 2]) >= smin[2], axis=1)
     visit = jnp.repeat(inside.reshape(-1), 2) & tall
+    return prisms, lpos, lmat, visit
 
-    def one(prism: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+
+def _contacts(hpos: jax.Array, hmat: jax.Array, prisms: jax.Array, shape2: ShapeFn, lpos: jax.Array,
+              lmat: jax.Array, data2: Any, margin: jax.Array, visit: jax.Array,
+              search: tuple[jax.Array, ...], ncon: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Contacts (dist (ncon,), pos (ncon, 3), frame (ncon, 3, 3), unfilled slots at NO_CONTACT) of
+    one pair from its prisms' searches (`convex.shape_search` outputs, (P, ...) each)."""
+    eye = jnp.eye(3, dtype=prisms.dtype)
+
+    def one(prism: jax.Array, found: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array, jax.Array]:
         center = jnp.mean(prism, axis=0)
-        return shape_contact(prism_shape, center, eye, prism - center[None, :], shape2, lpos, lmat, data2,
-                             margin, rounded, iterations, tolerance)
+        return shape_envelope(prism_shape, center, eye, prism - center[None, :], shape2, lpos, lmat, data2,
+                              *found)
 
-    dist, lp, ln = jax.vmap(one)(prisms)
+    dist, lp, ln = jax.vmap(one)(prisms, search)
     found = visit & (jax.lax.stop_gradient(dist) < margin)
-    n = 2 * pr * pc
+    n = prisms.shape[0]
     if n > ncon:  # keep the first `ncon` found in scan order, as MuJoCo stops at mjMAXCONPAIR
         rank = jnp.cumsum(found) - 1
         key = jnp.where(found & (rank < ncon), rank, ncon + jnp.arange(n))
@@ -193,29 +205,48 @@ def hfield_contacts(hpos: jax.Array, hmat: jax.Array, size: jax.Array, data: jax
 
 def collide_group(hpos: jax.Array, hmat: jax.Array, size: jax.Array, data: jax.Array, adr: np.ndarray,
                   nrow: np.ndarray, ncol: np.ndarray, type2: int, pos2: jax.Array, mat2: jax.Array,
-                  data2: Any, rbound2: jax.Array, margin: jax.Array, patch: tuple[int, int], ncon: int,
-                  iterations: int, tolerance: float, shape2: ShapeFn | None = None
+                  data2: Any, rbound2: jax.Array, margin: jax.Array, skip: jax.Array, patch: tuple[int, int],
+                  ncon: int, iterations: int, tolerance: float, shape2: ShapeFn | None = None
                   ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """`hfield_contacts` vmapped over the pairs of a group ((npair, ...) each but `data` and the
-    static patch); geom2 is a primitive of `type2` with its size as data unless `shape2` is given
-    (any ShapeFn: a mesh's, with its data pytree batched over the pairs)."""
+    """Contacts (npair, ncon, ...) of the pairs of a group ((npair, ...) each but `data` and the
+    static patch; `skip` (npair,): pairs MuJoCo's bounding-sphere filter drops); geom2 is a
+    primitive of `type2` with its size as data unless `shape2` is given (any ShapeFn: a mesh's,
+    with its data pytree batched over the pairs). One GJK/EPA search over every (pair, prism) lane,
+    run only on the prisms MuJoCo visits."""
     fn = primitive_shape(type2) if shape2 is None else shape2
     rounded = type2 in (mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CAPSULE)
-
-    def one(hp: jax.Array, hm: jax.Array, sz: jax.Array, a: jax.Array, nr: jax.Array, nc: jax.Array,
-            p2: jax.Array, m2: jax.Array, d2: Any, rb: jax.Array, mg: jax.Array
-            ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        return hfield_contacts(hp, hm, sz, data, a, nr, nc, fn, p2, m2, d2, rb, mg, patch, ncon, rounded,
-                               iterations, tolerance)
-
     a_, nr_, nc_ = (jnp.asarray(np.asarray(x, np.int32)) for x in (adr, nrow, ncol))
-    out: tuple[jax.Array, jax.Array, jax.Array] = jax.vmap(one)(
-        hpos, hmat, size, a_, nr_, nc_, pos2, mat2, data2, rbound2, margin)
+
+    def visits(hp: jax.Array, hm: jax.Array, sz: jax.Array, a: jax.Array, nr: jax.Array, nc: jax.Array,
+               p2: jax.Array, m2: jax.Array, d2: Any, rb: jax.Array, mg: jax.Array
+               ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+        return _visits(hp, hm, sz, data, a, nr, nc, fn, p2, m2, d2, rb, mg, patch)
+
+    prisms, lpos, lmat, visit = jax.vmap(visits)(hpos, hmat, size, a_, nr_, nc_, pos2, mat2, data2, rbound2,
+                                                 margin)
+    npair, nprism = visit.shape
+    visit = visit & ~skip[:, None]
+    flat = prisms.reshape(npair * nprism, 6, 3)
+    center = jnp.mean(flat, axis=1)
+    eye = jnp.broadcast_to(jnp.eye(3, dtype=flat.dtype), (npair * nprism, 3, 3))
+    search = shape_search(prism_shape, center, eye, flat - center[:, None, :], fn, lpos, lmat, data2, margin,
+                          visit.reshape(-1), rounded, iterations, tolerance,
+                          index2=np.repeat(np.arange(npair), nprism))
+    search = jax.tree.map(lambda x: x.reshape(npair, nprism, *x.shape[1:]), search)
+
+    def contacts(hp: jax.Array, hm: jax.Array, pm: jax.Array, lp: jax.Array, lm: jax.Array, d2: Any,
+                 mg: jax.Array, vs: jax.Array, sr: tuple[jax.Array, ...]
+                 ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        return _contacts(hp, hm, pm, fn, lp, lm, d2, mg, vs, sr, ncon)
+
+    out: tuple[jax.Array, jax.Array, jax.Array] = jax.vmap(contacts)(
+        hpos, hmat, prisms, lpos, lmat, data2, margin, visit, search)
     return out
 
 
 def collide_pairs(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: jax.Array, data2: Any,
-                  margin: jax.Array, shape2: ShapeFn | None = None) -> tuple[jax.Array, jax.Array, jax.Array]:
+                  margin: jax.Array, skip: jax.Array, shape2: ShapeFn | None = None
+                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Contacts (npair, K, ...) of a height-field group of `collide`: geom2's data is its size for a
     primitive, or whatever `shape2` reads (batched over the pairs)."""
     hid = np.asarray(sys.geom_dataid, np.int32)[g.geom1]
@@ -223,7 +254,7 @@ def collide_pairs(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: ja
         geom_xpos[g.geom1], geom_xmat[g.geom1], sys.hfield_size[hid], sys.hfield_data,
         np.asarray(sys.hfield_adr, np.int32)[hid], np.asarray(sys.hfield_nrow, np.int32)[hid],
         np.asarray(sys.hfield_ncol, np.int32)[hid], g.type2, geom_xpos[g.geom2], geom_xmat[g.geom2], data2,
-        sys.geom_rbound[g.geom2], margin, g.patch, g.ncon_per_pair, sys.contact_pairs.ccd_iterations,
+        sys.geom_rbound[g.geom2], margin, skip, g.patch, g.ncon_per_pair, sys.contact_pairs.ccd_iterations,
         sys.contact_pairs.ccd_tolerance, shape2)
 
 

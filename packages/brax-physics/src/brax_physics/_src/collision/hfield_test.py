@@ -14,6 +14,7 @@ import pytest
 
 import brax_physics as bp
 from brax_physics._src import ray
+from brax_physics._src.collision import convex
 from brax_physics._src.collision import oracle_testutil as ot
 from brax_physics._src.collision.contact import collide
 
@@ -104,6 +105,28 @@ def test_contacts_match_mujoco(gtype: str, margin: float) -> None:
     assert ddist.max() < 1e-3 and dpos.max() < 1e-3, (ddist.max(), dpos.max())
     # EPA's stopping rule leaves the normals on curved faces accurate to ~1e-3..1e-2 (see convex_test)
     assert dnrm.max() < NORMAL_TOL.get(gtype, 1e-3), (np.mean(dnrm < 1e-3), dnrm.max())
+
+
+def test_prisms_searched_one_per_round_give_the_same_contacts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The masked search over (pair, prism) lanes, one lane per round (as many rounds as the pose
+    with the most visited prisms, several per pose), gives the contacts of the default rounds."""
+    batch, ours = _contacts("box", 0.01)
+    monkeypatch.setattr(convex, "SEARCH_CHUNK", 1)
+    one_per_round = jax.jit(jax.vmap(_collide, in_axes=(None, 0, 0)))(
+        ot.system_of(batch.m), jnp.asarray(batch.xpos, jnp.float32), jnp.asarray(batch.xmat, jnp.float32))
+    assert max(len(c) for c in ours) > 2
+    for b, cs in enumerate(ours):
+        act = np.asarray(one_per_round.active[b])
+        assert int(act.sum()) == len(cs), (b, int(act.sum()), len(cs))
+        dist = np.asarray(one_per_round.dist[b])[act]
+        pos = np.asarray(one_per_round.pos[b])[act]
+        np.testing.assert_allclose(dist, [float(c["dist"]) for c in cs], atol=1e-6)
+        np.testing.assert_allclose(pos, [c["pos"] for c in cs], atol=1e-6)
+
+
+def _collide(sys: bp.System, xpos: jax.Array, xmat: jax.Array) -> Any:
+    """`collide`, re-traced under the test's SEARCH_CHUNK."""
+    return collide(sys, xpos, xmat)
 
 
 def test_gradients_are_finite_when_touching() -> None:

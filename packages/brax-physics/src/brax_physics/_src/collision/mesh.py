@@ -9,7 +9,8 @@ geom's frame (the compiler moves the geom to the mesh's inertial frame). Pairs:
   margin, in polygon order: up to 4 contacts (3 on triangles). The quadrilaterals depend only on
   the hull, so they are tabulated at load.
 - sphere, capsule, ellipsoid, cylinder, box and mesh against a mesh: the general convex collider
-  (`convex.shape_contact`, GJK + EPA), one contact.
+  (`convex.shape_search`, GJK + EPA, run only on the pairs that pass MuJoCo's bounding-sphere
+  filter), one contact.
 - box-mesh and mesh-mesh with `multiccd` (MuJoCo's default) and no margin: MuJoCo's multicontact
   on penetrating pairs: the features of both geoms along the EPA normal (the vertices on their
   support planes, MuJoCo's simplex dimensions) give candidate polygons; two facing each other
@@ -45,7 +46,8 @@ from brax_physics._src.collision.convex import (
     ConvexShape,
     ShapeFn,
     primitive_shape,
-    shape_contact,
+    shape_envelope,
+    shape_search,
 )
 from brax_physics._src.collision.primitives import NO_CONTACT, _first_k, make_frame
 
@@ -343,11 +345,12 @@ def _poly_group(meshes: MeshData, mesh_ids: np.ndarray) -> tuple[jax.Array, ...]
     return (jnp.asarray(out), jnp.asarray(num), jnp.asarray(vmask), jnp.asarray(edge), jnp.asarray(emask))
 
 
-def collide_group(sys: Any, g: Any, geom_xpos: jax.Array, geom_xmat: jax.Array, detect: jax.Array
-                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
+def collide_group(sys: Any, g: Any, geom_xpos: jax.Array, geom_xmat: jax.Array, detect: jax.Array,
+                  skip: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Contacts of a pair group of a type in `NCON` (a mesh and a plane, convex geom or mesh):
     dist (npair, K), pos (npair, K, 3), frame (npair, K, 3, 3), K = NCON[(type1, type2)];
-    `detect` (npair,) is margin + gap."""
+    `detect` (npair,) is margin + gap; the GJK/EPA search skips the pairs where `skip` (npair,)
+    holds (MuJoCo's bounding-sphere filter drops them)."""
     meshes: MeshData = sys.meshes
     dataid = np.asarray(sys.geom_dataid, np.int32)
     i1, i2 = g.geom1, g.geom2
@@ -366,16 +369,16 @@ def collide_group(sys: Any, g: Any, geom_xpos: jax.Array, geom_xmat: jax.Array, 
     else:
         shape1, data1 = primitive_shape(g.type1), sys.geom_size[i1]
     rounded = g.type1 in _ROUNDED
+    search = shape_search(shape1, p1, r1, data1, mesh_shape, p2, r2, v2, detect, ~skip, rounded, iters, tol)
     if g.ncon_per_pair == MULTI:  # multiccd: face-face contacts of box-mesh and mesh-mesh
         tab2 = _poly_group(meshes, m2)
         box1 = g.type1 == _BOX
         tab1 = tab2 if box1 else _poly_group(meshes, dataid[i1])  # (unused for a box)
 
         def multi(pos1: jax.Array, mat1: jax.Array, d1: Any, t1: tuple[jax.Array, ...], pos2: jax.Array,
-                  mat2: jax.Array, d2: jax.Array, t2: tuple[jax.Array, ...], margin: jax.Array
-                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
-            dist, pos, n = shape_contact(shape1, pos1, mat1, d1, mesh_shape, pos2, mat2, d2, margin, False,
-                                         iters, tol)
+                  mat2: jax.Array, d2: jax.Array, t2: tuple[jax.Array, ...], margin: jax.Array,
+                  found: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array, jax.Array]:
+            dist, pos, n = shape_envelope(shape1, pos1, mat1, d1, mesh_shape, pos2, mat2, d2, *found)
             q1 = _box_polytope(pos1, mat1, d1) if box1 else _mesh_polytope(pos1, mat1, d1, *t1)
             q2 = _mesh_polytope(pos2, mat2, d2, *t2)
             b1 = safe_norm(d1) if box1 else jnp.max(safe_norm(d1, axis=-1))
@@ -389,15 +392,14 @@ def collide_group(sys: Any, g: Any, geom_xpos: jax.Array, geom_xmat: jax.Array, 
             nn = jnp.where(use, fn, n)
             return d, p, make_frame(jnp.broadcast_to(nn, (MULTI, 3)))
 
-        return jax.vmap(multi)(p1, r1, data1, tab1, p2, r2, v2, tab2, detect)
+        return jax.vmap(multi)(p1, r1, data1, tab1, p2, r2, v2, tab2, detect, search)
 
     def one(pos1: jax.Array, mat1: jax.Array, d1: Any, pos2: jax.Array, mat2: jax.Array, d2: jax.Array,
-            margin: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        dist, pos, n = shape_contact(shape1, pos1, mat1, d1, mesh_shape, pos2, mat2, d2, margin, rounded,
-                                     iters, tol)
+            found: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array, jax.Array]:
+        dist, pos, n = shape_envelope(shape1, pos1, mat1, d1, mesh_shape, pos2, mat2, d2, *found)
         return dist[None], pos[None], make_frame(n)[None]
 
-    return jax.vmap(one)(p1, r1, data1, p2, r2, v2, detect)
+    return jax.vmap(one)(p1, r1, data1, p2, r2, v2, search)
 
 
 
