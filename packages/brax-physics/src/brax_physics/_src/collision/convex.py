@@ -236,11 +236,12 @@ def _compact(lam: jax.Array, *arrays: jax.Array) -> tuple[jax.Array, ...]:
     return (lam[order], *(a[order] for a in arrays))
 
 
-def _gjk_intersect(sup: Support, x0: jax.Array, iterations: int, tol: jax.Array, scale: jax.Array
-                   ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+def _gjk_intersect(sup: Support, x0: jax.Array, iterations: int, tol: jax.Array, scale: jax.Array,
+                   active: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """MuJoCo's GJK in intersection mode: (mode, w, s1, s2) with mode 4 when the tetrahedron
     w (4, 3) (parts s1, s2 on each shape, in MuJoCo's vertex order) contains the origin, 2 or 3
-    when the origin lies on the segment or triangle w[:mode], 0 without overlap.
+    when the origin lies on the segment or triangle w[:mode], 0 without overlap (and where
+    `active` is False, without iterating: under `vmap` a loop runs as long as its longest lane).
 
     GJK iterates until its simplex has 4 vertices (stopping as separated when a support plane
     separates), then the tetrahedron walk of gjkIntersect replaces the vertex opposite the face
@@ -277,7 +278,8 @@ def _gjk_intersect(sup: Support, x0: jax.Array, iterations: int, tol: jax.Array,
 
     x0n = safe_norm(x0)
     zi = jnp.zeros((), jnp.int32)
-    init1: tuple[jax.Array, ...] = (zi, zi, zi, x0, x0n, jnp.zeros((), dtype), z43, z43, z43)
+    init1: tuple[jax.Array, ...] = (zi, jnp.where(active, 0, 2), zi, x0, x0n, jnp.zeros((), dtype), z43, z43,
+                                    z43)
     k, status, n1, _, xn1, _, w, s1, s2 = jax.lax.while_loop(cond1, body1, init1)
     # GJK stopped with the origin on a segment or triangle of its simplex: EPA starts from there.
     on_simplex = (status == 2) & (xn1 < tol) & (n1 >= 2)
@@ -390,7 +392,8 @@ def _epa(sup: Support, mode: jax.Array, w: jax.Array, s1: jax.Array, s2: jax.Arr
     the support point along its normal (an upper bound), stops when the best upper bound is within
     `tol` of the lower one, else adds the point and replaces the faces it sees. The result is the
     last face taken: its plane distance and the witness points of the origin's projection on it
-    (x1 on shape 1, x2 on shape 2, relative to their centers). `ok` is False where MuJoCo gives up.
+    (x1 on shape 1, x2 on shape 2, relative to their centers). `ok` is False where MuJoCo gives up,
+    and where `mode` is 0 (no overlap), which skips the loop.
     """
     dtype = w.dtype
     nv, nf = 5 + iterations, 6 + 2 * iterations
@@ -458,7 +461,7 @@ def _epa(sup: Support, mode: jax.Array, w: jax.Array, s1: jax.Array, s2: jax.Arr
                 jnp.where(take, proj[f], sel_v), ok & ~bad_first & ~(broken & ~conv & ~exhausted & ~on_hull),
                 iw + 1)
 
-    init: tuple[jax.Array, ...] = (jnp.zeros((), jnp.int32), jnp.zeros((), bool), v, v1, v2, faces, valid,
+    init: tuple[jax.Array, ...] = (jnp.zeros((), jnp.int32), mode <= 0, v, v1, v2, faces, valid,
             jnp.asarray(jnp.inf, dtype), jnp.zeros(3, jnp.int32), jnp.zeros(3, dtype), mode > 0, nvert)
     _, _, v, v1, v2, _, _, _, tri, p, ok, _ = jax.lax.while_loop(cond, body, init)
     a, b, c = v[tri[0]], v[tri[1]], v[tri[2]]
@@ -535,14 +538,14 @@ def _search(a: ConvexShape, b: ConvexShape, rounded: bool, pos1: jax.Array, pos2
     d_sep = jnp.where(inside, 0.0, xn) - r1 - r2
     w1_sep = lam @ s1 + r1 * n_sep
     w2_sep = lam @ s2 - r2 * n_sep
-    # penetration of the inflated shapes
-    mode, w, e1, e2 = _gjk_intersect(full_sup, x0, iterations, tol, scale)
+    # penetration of the inflated shapes (for rounded pairs only needed where the cores overlap)
+    need = inside | (xn <= tol) if rounded else jnp.ones((), bool)
+    mode, w, e1, e2 = _gjk_intersect(full_sup, x0, iterations, tol, scale, need)
     ok, depth, w1, w2 = _epa(full_sup, mode, w, e1, e2, iterations, tol, scale)
-    pen = ok
     gap = dp + w1 - w2
     gn = safe_norm(gap)
     n_pen = jnp.where(gn > 0, gap / jnp.where(gn > 0, gn, 1.0), n_sep)
-    use_pen = pen & (inside | (xn <= tol)) if rounded else pen
+    use_pen = ok & need
     dist = jnp.where(use_pen, margin - depth, d_sep)
     n = jnp.where(use_pen, n_pen, n_sep)
     # witness points on the true surfaces (the inflated ones moved back by half the margin)

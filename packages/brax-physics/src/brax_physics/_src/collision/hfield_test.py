@@ -120,8 +120,8 @@ def test_prisms_searched_one_per_round_give_the_same_contacts(monkeypatch: pytes
         assert int(act.sum()) == len(cs), (b, int(act.sum()), len(cs))
         dist = np.asarray(one_per_round.dist[b])[act]
         pos = np.asarray(one_per_round.pos[b])[act]
-        np.testing.assert_allclose(dist, [float(c["dist"]) for c in cs], atol=1e-6)
-        np.testing.assert_allclose(pos, [c["pos"] for c in cs], atol=1e-6)
+        np.testing.assert_allclose(dist, np.reshape([float(c["dist"]) for c in cs], (-1,)), atol=1e-6)
+        np.testing.assert_allclose(pos, np.reshape([c["pos"] for c in cs], (-1, 3)), atol=1e-6)
 
 
 def _collide(sys: bp.System, xpos: jax.Array, xmat: jax.Array) -> Any:
