@@ -613,8 +613,10 @@ def run_masked(fn: Callable[..., Any], mask: jax.Array, args: Any, fill: Any, ch
     return jax.lax.while_loop(cond, body, (jnp.zeros((), count.dtype), fill))[1]
 
 
-SEARCH_CHUNK = 32
-"""Lanes (pairs, or height-field prisms) searched side by side per round of `shape_search`."""
+SEARCH_CHUNK = 8
+"""Lanes (pairs, or height-field prisms) searched side by side per round of `shape_search`: under
+`vmap` a round runs this many lanes of every environment, so small rounds waste the fewest lanes
+when environments need different numbers of rounds."""
 
 
 def shape_search(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, shape2: ShapeFn,
