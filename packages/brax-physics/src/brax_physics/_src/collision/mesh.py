@@ -377,8 +377,8 @@ def collide_group(sys: Any, g: Any, geom_xpos: jax.Array, geom_xmat: jax.Array, 
 
         def multi(pos1: jax.Array, mat1: jax.Array, d1: Any, t1: tuple[jax.Array, ...], pos2: jax.Array,
                   mat2: jax.Array, d2: jax.Array, t2: tuple[jax.Array, ...], margin: jax.Array,
-                  found: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array, jax.Array]:
-            dist, pos, n = shape_envelope(shape1, pos1, mat1, d1, mesh_shape, pos2, mat2, d2, *found)
+                  searched: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array, jax.Array]:
+            dist, pos, n = shape_envelope(shape1, pos1, mat1, d1, mesh_shape, pos2, mat2, d2, *searched)
             q1 = _box_polytope(pos1, mat1, d1) if box1 else _mesh_polytope(pos1, mat1, d1, *t1)
             q2 = _mesh_polytope(pos2, mat2, d2, *t2)
             b1 = safe_norm(d1) if box1 else jnp.max(safe_norm(d1, axis=-1))
