@@ -133,6 +133,20 @@ class Layout:
         return tuple(tuple(int(i) for i in first + np.flatnonzero(self.row_con == c))
                      for c in range(self.ncon) if self.con_dim[c] > 1)
 
+    @property
+    def compact_groups(self) -> tuple[tuple[tuple[int, ...], ...], ...]:
+        """Rows the solver may compact (`solver.Config.compact`): the limit and contact rows as scalar
+        units, except elliptic cones, grouped by their number of rows."""
+        cones = self.cones
+        in_cone = {r for c in cones for r in c}
+        groups: list[tuple[tuple[int, ...], ...]] = []
+        scalar = tuple((r,) for r in range(self.limit_start, self.nefc) if r not in in_cone)
+        if scalar:
+            groups.append(scalar)
+        for size in sorted({len(c) for c in cones}):
+            groups.append(tuple(c for c in cones if len(c) == size))
+        return tuple(groups)
+
 
 def layout(sys: System) -> Layout:
     """The (cached) static row layout of `sys`."""

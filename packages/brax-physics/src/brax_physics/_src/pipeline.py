@@ -125,6 +125,7 @@ def solver_config(sys: System) -> solver.Config:
         tolerance=o.tolerance, warmstart=not o.disableflags & mjtDisableBit.mjDSBL_WARMSTART,
         is_eq=tuple(bool(b) for b in lay.is_eq) if lay.neq else (),
         cones=lay.cones, ls_iterations=o.ls_iterations, ls_tolerance=o.ls_tolerance,
+        compact=lay.compact_groups,
     )
 
 

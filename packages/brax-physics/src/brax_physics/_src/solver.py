@@ -28,6 +28,7 @@ iteration count.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
@@ -64,6 +65,10 @@ class Config(NamedTuple):
     """Maximum line-search iterations (MuJoCo `opt.ls_iterations`; read only with cones)."""
     ls_tolerance: float = 0.01
     """MuJoCo `opt.ls_tolerance` (read only with cones)."""
+    compact: tuple[tuple[tuple[int, ...], ...], ...] = ()
+    """Groups of interchangeable row units that are often inactive (contacts, limits): each group a
+    tuple of units of one size, a unit the rows of one elliptic cone (in `cones`) or one scalar
+    unilateral row. The solve runs on the active units only when they fit a budget (`_Compaction`)."""
 
 
 class Problem(NamedTuple):
@@ -599,8 +604,141 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
     return newton
 
 
+# Row compaction. Rows MuJoCo would not instantiate (D = 0) add nothing to the cost, gradient,
+# Hessian or line search, but a dense solve pays for every slot (the Hessian is nefc·nv², the line
+# search's kink table nefc²), and models with many contact slots have few active: dm_control's
+# quadruped about 1,200 contact rows with at most a few dozen active. So the solve runs on the
+# active units of each group, gathered into a budget of static size, the smallest of a few tiers
+# that holds every problem of the batch (under vmap the batch's largest count picks it, an
+# unbatched `lax.switch`), or on all rows when none does. Results are those of the full solve up to
+# float32 summation order.
+
+# The first tier holds 1/COMPACT_FIRST_FRACTION of a group's units (at least COMPACT_MIN_UNITS);
+# each further tier COMPACT_TIER_GROWTH times the previous; tiers stop below half the group.
+COMPACT_FIRST_FRACTION = 16
+COMPACT_MIN_UNITS = 32
+COMPACT_TIER_GROWTH = 4
+
+
+class _Compaction(NamedTuple):
+    """Static plan of the compacted solves of one `Config` (trace-time only)."""
+
+    head: np.ndarray  # (nhead,) rows outside every group, always kept
+    units: tuple[np.ndarray, ...]  # per group: (nunit, size) rows of each unit
+    budgets: tuple[tuple[int, ...], ...]  # per tier: units kept of each group
+    configs: tuple[Config, ...]  # per tier: the compact problem's settings
+
+
+def _tier_budgets(nunit: int) -> list[int]:
+    """Units kept per tier for a group of `nunit` units (increasing; empty: never compact)."""
+    out: list[int] = []
+    b = max(COMPACT_MIN_UNITS, -(-nunit // COMPACT_FIRST_FRACTION))
+    while 2 * b <= nunit:
+        out.append(b)
+        b *= COMPACT_TIER_GROWTH
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _compaction(cfg: Config) -> _Compaction | None:
+    """The tiers of compact problems for `cfg`, or None when no group is worth compacting."""
+    if not cfg.compact:
+        return None
+    units = tuple(np.asarray(g, np.int32).reshape(len(g), -1) for g in cfg.compact)
+    per_group = [_tier_budgets(u.shape[0]) for u in units]
+    ntier = max(len(b) for b in per_group)
+    if ntier == 0:
+        return None
+    # groups with fewer tiers keep all their units in the later tiers
+    budgets = tuple(tuple(b[t] if t < len(b) else u.shape[0] for b, u in zip(per_group, units, strict=True))
+                    for t in range(ntier))
+    grouped = np.concatenate([u.reshape(-1) for u in units])
+    nefc = len(cfg.is_floss)
+    head = np.setdiff1d(np.arange(nefc), grouped).astype(np.int32)
+    is_floss, is_eq = np.asarray(cfg.is_floss, bool), np.asarray(cfg.is_eq or (False,) * nefc, bool)
+    if is_floss[grouped].any() or is_eq[grouped].any():
+        raise ValueError("solver.Config.compact: friction-loss and equality rows cannot be compacted")
+    cone_set = set(cfg.cones)
+    for u in units:
+        for unit in u:
+            if len(unit) > 1 and tuple(int(r) for r in unit) not in cone_set:
+                raise ValueError(f"solver.Config.compact: unit {tuple(unit)} of several rows is not a cone")
+    head_pos = {int(r): i for i, r in enumerate(head)}
+    head_cones = tuple(tuple(head_pos[r] for r in c) for c in cfg.cones if all(r in head_pos for r in c))
+    configs = []
+    for tier in budgets:
+        n, cones = len(head), list(head_cones)
+        for u, b in zip(units, tier, strict=True):
+            size = u.shape[1]
+            if size > 1:
+                cones += [tuple(range(n + k * size, n + (k + 1) * size)) for k in range(b)]
+            n += b * size
+        configs.append(cfg._replace(
+            is_floss=tuple(bool(f) for f in is_floss[head]) + (False,) * (n - len(head)),
+            is_eq=tuple(bool(e) for e in is_eq[head]) + (False,) * (n - len(head)) if cfg.is_eq else (),
+            cones=tuple(cones), compact=()))
+    return _Compaction(head, units, budgets, tuple(configs))
+
+
+def _unit_active(plan: _Compaction, p: Problem) -> list[jax.Array]:
+    """Per group: (nunit,) bool, units with an instantiated row."""
+    return [jnp.any(p.D[u] != 0, axis=1) for u in plan.units]
+
+
+def _tier(plan: _Compaction, p: Problem) -> jax.Array:
+    """() int32 smallest tier whose budgets hold the active units (len(budgets): none does)."""
+    counts = jnp.stack([jnp.sum(a, dtype=jnp.int32) for a in _unit_active(plan, p)])
+    caps = jnp.asarray(plan.budgets, jnp.int32)  # (ntier, ngroup)
+    return jnp.sum(jnp.any(counts[None, :] > caps, axis=1), dtype=jnp.int32)
+
+
+def _gather(plan: _Compaction, tier: int, p: Problem) -> Problem:
+    """The compact problem of tier `tier`: the head rows, then each group's first active units (padded
+    with inactive ones when fewer), in their original order."""
+    idx = [jnp.asarray(plan.head)]
+    for u, a, b in zip(plan.units, _unit_active(plan, p), plan.budgets[tier], strict=True):
+        pick = jnp.argsort(~a, stable=True)[:b]
+        idx.append(jnp.asarray(u)[pick].reshape(-1))
+    rows = jnp.concatenate(idx)
+    return p._replace(J=p.J[rows], D=p.D[rows], R=p.R[rows], aref=p.aref[rows], floss=p.floss[rows],
+                      mu=None if p.mu is None else p.mu[rows])
+
+
+@functools.cache
+def _compact_newton_fn(cfg: Config) -> custom_batching.custom_vmap:
+    """The Newton solve for `cfg` on the smallest compact problem that holds the active rows."""
+    plan = _compaction(cfg)
+    full = _newton_fn(cfg)
+    if plan is None:
+        return full
+    smalls = [_newton_fn(c) for c in plan.configs]
+
+    def solve_tier(t: int) -> Callable[[Problem, jax.Array], jax.Array]:
+        return lambda p, x: smalls[t](_gather(plan, t, p), x)
+
+    @custom_batching.custom_vmap
+    def newton(p: Problem, x_warm: jax.Array) -> jax.Array:
+        branches = [solve_tier(t) for t in range(len(smalls))] + [full]
+        out: jax.Array = jax.lax.switch(_tier(plan, p), branches, p, x_warm)
+        return out
+
+    @newton.def_vmap
+    def _(axis_size: int, in_batched: list[object], p: Problem, x_warm: jax.Array) -> tuple[jax.Array, bool]:
+        def bcast(a: jax.Array, batched: bool) -> jax.Array:
+            return a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
+
+        p, x_warm = jax.tree.map(bcast, (p, x_warm), tuple(in_batched))
+        if x_warm.ndim != 2:  # nested batching: a batched tier index would run every branch
+            return jax.vmap(full)(p, x_warm), True
+        branches = [jax.vmap(solve_tier(t)) for t in range(len(smalls))] + [jax.vmap(full)]
+        tier = jnp.max(jax.vmap(functools.partial(_tier, plan))(p))  # unbatched: one branch runs
+        return jax.lax.switch(tier, branches, p, x_warm), True
+
+    return newton
+
+
 def _newton(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
-    out: jax.Array = _newton_fn(cfg)(p, x_warm)
+    out: jax.Array = _compact_newton_fn(cfg)(p, x_warm)
     return out
 
 
