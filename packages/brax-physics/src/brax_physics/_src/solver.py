@@ -608,16 +608,16 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
 # Hessian or line search, but a dense solve pays for every slot (the Hessian is nefc·nv², the line
 # search's kink table nefc²), and models with many contact slots have few active: dm_control's
 # quadruped about 1,200 contact rows with at most a few dozen active. So the solve runs on the
-# active units of each group, gathered into a budget of static size, the smallest of a few tiers
-# that holds every problem of the batch (under vmap the batch's largest count picks it, an
-# unbatched `lax.switch`), or on all rows when none does. Results are those of the full solve up to
-# float32 summation order.
+# active units of each group gathered into a budget of static size when they fit it (under vmap
+# when they fit in every problem of the batch: an unbatched `lax.switch` on the batch's largest
+# count), and on all rows otherwise. Results are those of the full solve up to float32 summation
+# order. Each budget tier compiles one more Newton solve: one tier measured as fast as two at a
+# fraction of the compile time (CHANGELOG.md).
 
-# The first tier holds 1/COMPACT_FIRST_FRACTION of a group's units (at least COMPACT_MIN_UNITS);
-# each further tier COMPACT_TIER_GROWTH times the previous; tiers stop below half the group.
-COMPACT_FIRST_FRACTION = 16
+# A group's budget: 1/COMPACT_FRACTION of its units, at least COMPACT_MIN_UNITS, and only where
+# that is at most half the group.
+COMPACT_FRACTION = 8
 COMPACT_MIN_UNITS = 32
-COMPACT_TIER_GROWTH = 4
 
 
 class _Compaction(NamedTuple):
@@ -631,12 +631,8 @@ class _Compaction(NamedTuple):
 
 def _tier_budgets(nunit: int) -> list[int]:
     """Units kept per tier for a group of `nunit` units (increasing; empty: never compact)."""
-    out: list[int] = []
-    b = max(COMPACT_MIN_UNITS, -(-nunit // COMPACT_FIRST_FRACTION))
-    while 2 * b <= nunit:
-        out.append(b)
-        b *= COMPACT_TIER_GROWTH
-    return out
+    b = max(COMPACT_MIN_UNITS, -(-nunit // COMPACT_FRACTION))
+    return [b] if 2 * b <= nunit else []
 
 
 @functools.lru_cache(maxsize=64)

@@ -20,10 +20,16 @@ from brax_physics._src import pipeline, solver
 NV, NHEAD, NUNIT = 5, 4, 40
 
 
+def _two_tiers(nunit: int) -> list[int]:
+    """Budgets of a tenth and two fifths of a group (4 and 16 of 40), where at most half of it."""
+    return [b for b in (max(4, nunit // 10), max(16, nunit * 2 // 5)) if 2 * b <= nunit]
+
+
 @pytest.fixture(autouse=True)
 def _small_tiers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Tiers of 4 and 16 units for a 40-unit group (instead of the default minimum of 32)."""
-    monkeypatch.setattr(solver, "COMPACT_MIN_UNITS", 4)
+    """Two tiers, 4 and 16 units of a 40-unit group (the default is one tier of at least 32), so that
+    tier selection is tested too."""
+    monkeypatch.setattr(solver, "_tier_budgets", _two_tiers)
     solver._compaction.cache_clear()
     solver._compact_newton_fn.cache_clear()
     yield
@@ -73,7 +79,7 @@ def _problems(active: list[int], seed: int, cone: int = 1) -> solver.Problem:
 
 
 def test_tiers_of_a_group() -> None:
-    """40 units: budgets 4 and 16 (16 * 4 > 20 stops); the tier is the smallest that holds the count."""
+    """40 units: budgets 4 and 16; the tier is the smallest that holds the count (2: all rows)."""
     plan = solver._compaction(_cfg(True))
     assert plan is not None
     assert plan.budgets == ((4,), (16,))
