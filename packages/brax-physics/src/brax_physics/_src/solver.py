@@ -18,6 +18,10 @@ Batches: under `vmap` a plain while loop would run every problem for the batch's
 count; from `QUEUE_MIN_BATCH` problems on, a work queue instead iterates only the unconverged ones
 (`_newton_queued`), each for exactly the iterations it takes alone.
 
+Compaction: models with many contact slots have few active rows; when a group of limit/contact
+units is large, the solve runs on its active units gathered into a smaller static budget whenever
+they fit (see `_Compaction`), on all rows otherwise.
+
 Differentiation: the forward solve uses `lax.while_loop` (early exit, so converged problems cost a
 few iterations, not `iterations`), wrapped in a `custom_vjp` whose backward pass is implicit
 differentiation of the optimality condition g(x*, θ) = 0: θ̄ = −(∂g/∂θ)ᵀ H⁻¹ x̄. No loop is
@@ -606,8 +610,8 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
 
 # Row compaction. Rows MuJoCo would not instantiate (D = 0) add nothing to the cost, gradient,
 # Hessian or line search, but a dense solve pays for every slot (the Hessian is nefc·nv², the line
-# search's kink table nefc²), and models with many contact slots have few active: dm_control's
-# quadruped about 1,200 contact rows with at most a few dozen active. So the solve runs on the
+# search's kink table nefc²), and models with many contact slots have few active (dm_control's
+# quadruped: a few dozen of its contact rows at a time, see CHANGELOG.md). So the solve runs on the
 # active units of each group gathered into a budget of static size when they fit it (under vmap
 # when they fit in every problem of the batch: an unbatched `lax.switch` on the batch's largest
 # count), and on all rows otherwise. Results are those of the full solve up to float32 summation
