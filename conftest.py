@@ -29,8 +29,8 @@ os.environ.setdefault(
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(1 << 30))  # LRU beyond 1 GiB
 
-import jax  # noqa: E402
-import pytest  # noqa: E402
+import jax
+import pytest
 
 # Catch silent float64/int promotion and accidental broadcasting of mismatched ranks in our code.
 jax.config.update("jax_numpy_dtype_promotion", "strict")
