@@ -18,6 +18,7 @@ import brax_physics as bp
 from brax_physics._src import pipeline, solver
 
 NV, NHEAD, NUNIT = 5, 4, 40
+_DEFAULT_BUDGETS = solver._tier_budgets  # before the fixture patches it
 
 
 def _two_tiers(nunit: int) -> list[int]:
@@ -76,6 +77,11 @@ def _problems(active: list[int], seed: int, cone: int = 1) -> solver.Problem:
     return solver.Problem(M=f32(m), qfrc_smooth=f32(qfrc), qacc_smooth=f32(qacc_smooth), J=f32(j), D=f32(d),
                           R=f32(1.0 / np.maximum(d, 1e-3)), aref=f32(aref), floss=f32(floss),
                           mu=None if mu is None else f32(mu))
+
+
+def test_default_budget_rule() -> None:
+    """One tier of 1/8 of a group, at least 32 units, only where that is at most half the group."""
+    assert [_DEFAULT_BUDGETS(n) for n in (24, 63, 64, 294, 1194)] == [[], [], [32], [37], [150]]
 
 
 def test_tiers_of_a_group() -> None:
