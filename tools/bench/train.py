@@ -9,7 +9,8 @@ final reward, and their `ratio` (target: <= 0.7). Google's run goes first so the
 
 Run with `hatch run bench:train [--agents ppo,sac,es,ars,apg] [--envs ...] [--impls ours,brax]`;
 `--impls brax-on-ours,ours-on-brax` swaps the environments to tell trainer from environment
-differences.
+differences; `--ours-longer K` lets our side train K times as long (same hyper-parameters, evals on
+the same steps and then on), for a pair whose equal-steps rewards tie but whose wall times do not.
 """
 
 from __future__ import annotations
@@ -181,8 +182,12 @@ def _train_fn(agent: str, trainer: str) -> Any:
     return importlib.import_module(f"brax_train.{agent}").train
 
 
-def settings_for(agent: str, env_name: str, num_timesteps: int | None) -> dict[str, Any]:
-    """The pair's settings, with every run's length set to `num_timesteps` env steps when given."""
+def settings_for(agent: str, env_name: str, num_timesteps: int | None, longer: int = 1) -> dict[str, Any]:
+    """The pair's settings, with every run's length set to `num_timesteps` env steps when given.
+
+    `longer` > 1 trains `longer` times as long with `longer` times as many eval intervals, so the evals
+    fall on the same env steps as the unextended run's and then go on; everything else is unchanged.
+    """
     s = dict(SETTINGS[(agent, env_name)])
     if num_timesteps is not None:
         if agent == "apg":  # APG's length is counted in policy updates of num_envs * horizon_length steps
@@ -192,6 +197,9 @@ def settings_for(agent: str, env_name: str, num_timesteps: int | None) -> dict[s
             s["num_timesteps"] = num_timesteps
             if "max_replay_size" in s:
                 s["max_replay_size"] = max(num_timesteps, s["min_replay_size"])
+    if longer > 1:
+        s["policy_updates" if agent == "apg" else "num_timesteps"] *= longer
+        s["num_evals"] = (s.get("num_evals", 1) - 1) * longer + 1
     return s
 
 
@@ -225,11 +233,11 @@ def timing(curve: list[tuple[int, float, float]]) -> tuple[float, float]:
     return sps, max(0.0, t1 - s1 / sps)
 
 
-def run_one(agent: str, impl: str, env_name: str, num_timesteps: int | None) -> dict[str, Any]:
+def run_one(agent: str, impl: str, env_name: str, num_timesteps: int | None, longer: int = 1) -> dict[str, Any]:
     """Train once in this process and summarize."""
     import jax
 
-    settings = settings_for(agent, env_name, num_timesteps)
+    settings = settings_for(agent, env_name, num_timesteps, longer)
     trainer, _, env_source = impl.partition("-on-")
     if (agent, env_name) in OWN_ENV_ONLY:
         env_source = "ours"
@@ -277,6 +285,9 @@ def summarize(google: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
     ratio = None if reached is None else round(reached / google["wall_s"], 3)
     g0 = google["curve"][0] if google["curve"] else None
     o0 = ours["curve"][0] if ours["curve"] else None
+    # Our reward at Google's last eval step (the equal-steps comparison when our run went on longer).
+    g_last = google["curve"][-1][0] if google["curve"] else None
+    at_steps = [r for s, r, _ in ours["curve"] if g_last is not None and s <= g_last]
     return {
         "summary": True,
         "agent": ours["agent"],
@@ -285,6 +296,7 @@ def summarize(google: dict[str, Any], ours: dict[str, Any]) -> dict[str, Any]:
         "google_final_reward": target,
         "google_wall_s": google["wall_s"],
         "ours_final_reward": ours["final_reward"],
+        "ours_reward_at_google_steps": at_steps[-1] if at_steps else None,
         "ours_wall_s": ours["wall_s"],
         "ours_wall_s_to_google_final": reached,
         "ratio": ratio,
@@ -311,9 +323,9 @@ def _pairs(agents: list[str], envs: list[str] | None) -> list[tuple[str, str]]:
 
 
 def _run_subprocess(agent: str, impl: str, env_name: str, num_timesteps: int | None,
-                    timeout: float) -> dict[str, Any]:
+                    timeout: float, longer: int = 1) -> dict[str, Any]:
     """`run_one` in a fresh interpreter; an `error` record if it fails or times out."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", agent, impl, env_name]
+    cmd = [sys.executable, os.path.abspath(__file__), "--one", agent, impl, env_name, "--longer", str(longer)]
     if num_timesteps is not None:
         cmd += ["--num-timesteps", str(num_timesteps)]
     head = {"agent": agent, "impl": impl, "env": env_name}
@@ -336,16 +348,24 @@ def main() -> None:
     p.add_argument("--impls", default="ours,brax")
     p.add_argument("--num-timesteps", type=int, default=None, help="override every run's length (env steps)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    p.add_argument(
+        "--ours-longer", type=int, default=1, metavar="K",
+        help="train our side K times as long (evals on the same steps, then on): reward against wall time "
+        "past Google's last step; the summary still reports our reward at Google's last step",
+    )
+    p.add_argument("--longer", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--one", nargs=3, metavar=("AGENT", "IMPL", "ENV"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
         agent, impl, env_name = args.one
-        print(json.dumps(run_one(agent, impl, env_name, args.num_timesteps)), flush=True)
+        print(json.dumps(run_one(agent, impl, env_name, args.num_timesteps, args.longer)), flush=True)
         return
     agents = args.agents.split(",")
     for a in agents:
         if a not in AGENTS:
             p.error(f"--agents: unknown {a!r}; choose from {', '.join(AGENTS)}")
+    if args.ours_longer < 1:
+        p.error(f"--ours-longer: must be a positive integer, got {args.ours_longer}")
     impls = args.impls.split(",")
     for impl in impls:
         if impl not in IMPLS:
@@ -361,7 +381,8 @@ def main() -> None:
     for agent, env_name in pairs:
         google: dict[str, Any] | None = None
         for impl in impls:
-            result = _run_subprocess(agent, impl, env_name, args.num_timesteps, args.timeout)
+            longer = 1 if impl.startswith("brax") else args.ours_longer
+            result = _run_subprocess(agent, impl, env_name, args.num_timesteps, args.timeout, longer)
             print(json.dumps(result), flush=True)
             if "error" in result:
                 continue
