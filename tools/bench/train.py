@@ -182,8 +182,10 @@ def _train_fn(agent: str, trainer: str) -> Any:
     return importlib.import_module(f"brax_train.{agent}").train
 
 
-def settings_for(agent: str, env_name: str, num_timesteps: int | None, longer: int = 1) -> dict[str, Any]:
-    """The pair's settings, with every run's length set to `num_timesteps` env steps when given.
+def settings_for(agent: str, env_name: str, num_timesteps: int | None, longer: int = 1,
+                 seed: int | None = None) -> dict[str, Any]:
+    """The pair's settings, with every run's length set to `num_timesteps` env steps and its seed to
+    `seed` when given.
 
     `longer` > 1 trains `longer` times as long with `longer` times as many eval intervals, so the evals
     fall on the same env steps as the unextended run's and then go on; everything else is unchanged.
@@ -200,6 +202,8 @@ def settings_for(agent: str, env_name: str, num_timesteps: int | None, longer: i
     if longer > 1:
         s["policy_updates" if agent == "apg" else "num_timesteps"] *= longer
         s["num_evals"] = (s.get("num_evals", 1) - 1) * longer + 1
+    if seed is not None:
+        s["seed"] = seed
     return s
 
 
@@ -233,11 +237,12 @@ def timing(curve: list[tuple[int, float, float]]) -> tuple[float, float]:
     return sps, max(0.0, t1 - s1 / sps)
 
 
-def run_one(agent: str, impl: str, env_name: str, num_timesteps: int | None, longer: int = 1) -> dict[str, Any]:
+def run_one(agent: str, impl: str, env_name: str, num_timesteps: int | None, longer: int = 1,
+            seed: int | None = None) -> dict[str, Any]:
     """Train once in this process and summarize."""
     import jax
 
-    settings = settings_for(agent, env_name, num_timesteps, longer)
+    settings = settings_for(agent, env_name, num_timesteps, longer, seed)
     trainer, _, env_source = impl.partition("-on-")
     if (agent, env_name) in OWN_ENV_ONLY:
         env_source = "ours"
@@ -323,11 +328,13 @@ def _pairs(agents: list[str], envs: list[str] | None) -> list[tuple[str, str]]:
 
 
 def _run_subprocess(agent: str, impl: str, env_name: str, num_timesteps: int | None,
-                    timeout: float, longer: int = 1) -> dict[str, Any]:
+                    timeout: float, longer: int = 1, seed: int | None = None) -> dict[str, Any]:
     """`run_one` in a fresh interpreter; an `error` record if it fails or times out."""
     cmd = [sys.executable, os.path.abspath(__file__), "--one", agent, impl, env_name, "--longer", str(longer)]
     if num_timesteps is not None:
         cmd += ["--num-timesteps", str(num_timesteps)]
+    if seed is not None:
+        cmd += ["--seed", str(seed)]
     head = {"agent": agent, "impl": impl, "env": env_name}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
@@ -354,11 +361,13 @@ def main() -> None:
         "past Google's last step; the summary still reports our reward at Google's last step",
     )
     p.add_argument("--longer", type=int, default=1, help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=None, help="override every run's seed (default: SETTINGS')")
     p.add_argument("--one", nargs=3, metavar=("AGENT", "IMPL", "ENV"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one:
         agent, impl, env_name = args.one
-        print(json.dumps(run_one(agent, impl, env_name, args.num_timesteps, args.longer)), flush=True)
+        result = run_one(agent, impl, env_name, args.num_timesteps, args.longer, args.seed)
+        print(json.dumps(result), flush=True)
         return
     agents = args.agents.split(",")
     for a in agents:
@@ -382,7 +391,8 @@ def main() -> None:
         google: dict[str, Any] | None = None
         for impl in impls:
             longer = 1 if impl.startswith("brax") else args.ours_longer
-            result = _run_subprocess(agent, impl, env_name, args.num_timesteps, args.timeout, longer)
+            result = _run_subprocess(agent, impl, env_name, args.num_timesteps, args.timeout, longer,
+                                     args.seed)
             print(json.dumps(result), flush=True)
             if "error" in result:
                 continue
