@@ -302,8 +302,21 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     actuator activations `activation` (na,) as `State.act` (default zeros, as MuJoCo's mj_resetData).
 
     Force and acceleration fields are evaluated with control `act` (nu,) (default zeros). Mocap
-    bodies start at their model pose (body_pos/body_quat), as after MuJoCo's mj_resetData.
+    bodies start at their model pose (body_pos/body_quat), as after MuJoCo's mj_resetData. Compiled
+    once per model structure and argument shapes, so a call outside `jax.jit` is one program.
     """
+    # Run op by op, the collision and constraint code would dispatch thousands of small XLA programs
+    # (every primitive, loop and branch its own compile); users call init outside jit, as they call step
+    # inside it. Inside a caller's jit, vmap or grad the nested jit is inlined. Array-likes without a
+    # dtype (lists) become float arrays here, as `_checked` accepted them before.
+    args = (q, qd, act, activation)
+    return _init_compiled(sys, *(x if x is None or hasattr(x, "dtype") else np.asarray(x, np.float32)
+                                 for x in args))
+
+
+def _init(sys: System, q: jax.Array | None, qd: jax.Array | None, act: jax.Array | None,
+          activation: jax.Array | None) -> State:
+    """`init`'s body, traced once per (System treedef, argument shapes)."""
     dtype = sys.qpos0.dtype
     q = sys.qpos0 if q is None else _checked("init", "q", q, (sys.nq,), "sys.nq", dtype)
     qd = jnp.zeros(sys.nv, dtype) if qd is None else _checked("init", "qd", qd, (sys.nv,), "sys.nv", dtype)
@@ -321,6 +334,9 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     state = _make_state(sys, q, qd, mocap, a, jnp.zeros((), dtype), pos, acc, xd, acc.act.velocity, no_data,
                         eq_active)
     return state.replace(sensordata=_sensors(sys, state, acc, no_data))
+
+
+_init_compiled = jax.jit(_init)
 
 
 def _velocity_derivative(sys: System, act: dynamics.Actuation, moment: jax.Array,
