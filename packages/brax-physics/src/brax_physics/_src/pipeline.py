@@ -310,8 +310,9 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     # inside it. Inside a caller's jit, vmap or grad the nested jit is inlined. Array-likes without a
     # dtype (lists) become float arrays here, as `_checked` accepted them before.
     args = (q, qd, act, activation)
-    return _init_compiled(sys, *(x if x is None or hasattr(x, "dtype") else np.asarray(x, np.float32)
-                                 for x in args))
+    state: State = _init_compiled(sys, *(x if x is None or hasattr(x, "dtype") else np.asarray(x, np.float32)
+                                         for x in args))
+    return state
 
 
 def _init(sys: System, q: jax.Array | None, qd: jax.Array | None, act: jax.Array | None,
