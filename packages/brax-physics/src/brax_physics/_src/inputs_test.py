@@ -35,6 +35,22 @@ def test_init_rejects_wrong_lengths() -> None:
         bp.init(sys, jnp.zeros(1, jnp.int32))
 
 
+def test_init_outside_jit_is_one_compiled_program() -> None:
+    """Outside jit, init runs one cached program per model structure, shared by equal loads."""
+    from brax_physics._src import pipeline
+
+    pipeline._init_compiled.clear_cache()
+    first, again = bp.load_mjcf(PENDULUM), bp.load_mjcf(PENDULUM)
+    q = np.asarray([0.3])
+    eager = [bp.init(first, q), bp.init(again, q), bp.init(first, [0.3])]  # a list, as before: a float array
+    assert pipeline._init_compiled._cache_size() == 1
+    inside = jax.jit(lambda q: bp.init(first, q))(jnp.asarray(q, jnp.float32))
+    for s in eager:
+        for a, b in zip(jax.tree.leaves(s), jax.tree.leaves(inside), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert float(eager[0].q[0]) == pytest.approx(0.3)
+
+
 def test_step_rejects_wrong_action_under_jit_and_vmap() -> None:
     sys = _pendulum()
     state = bp.init(sys)
