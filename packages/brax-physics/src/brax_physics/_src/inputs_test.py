@@ -36,10 +36,12 @@ def test_init_rejects_wrong_lengths() -> None:
 
 
 def test_init_outside_jit_is_one_compiled_program() -> None:
-    """Outside jit, init runs one cached program per model structure, shared by equal loads."""
+    """Outside jit, init and forward_kinematics run one cached program per model structure, shared by
+    equal loads."""
     from brax_physics._src import pipeline
 
     pipeline._init_compiled.clear_cache()
+    pipeline._forward_kinematics_compiled.clear_cache()
     first, again = bp.load_mjcf(PENDULUM), bp.load_mjcf(PENDULUM)
     q = np.asarray([0.3])
     eager = [bp.init(first, q), bp.init(again, q), bp.init(first, [0.3])]  # a list, as before: a float array
@@ -49,6 +51,11 @@ def test_init_outside_jit_is_one_compiled_program() -> None:
         for a, b in zip(jax.tree.leaves(s), jax.tree.leaves(inside), strict=True):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert float(eager[0].q[0]) == pytest.approx(0.3)
+    frames = [bp.forward_kinematics(first, q), bp.forward_kinematics(again, [0.3])]
+    assert pipeline._forward_kinematics_compiled._cache_size() == 1
+    for x in frames:
+        np.testing.assert_array_equal(np.asarray(x.pos), np.asarray(inside.x.pos))
+        np.testing.assert_array_equal(np.asarray(x.rot), np.asarray(inside.x.rot))
 
 
 def test_step_rejects_wrong_action_under_jit_and_vmap() -> None:

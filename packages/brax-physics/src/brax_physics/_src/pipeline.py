@@ -309,10 +309,13 @@ def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
     # (every primitive, loop and branch its own compile); users call init outside jit, as they call step
     # inside it. Inside a caller's jit, vmap or grad the nested jit is inlined. Array-likes without a
     # dtype (lists) become float arrays here, as `_checked` accepted them before.
-    args = (q, qd, act, activation)
-    state: State = _init_compiled(sys, *(x if x is None or hasattr(x, "dtype") else np.asarray(x, np.float32)
-                                         for x in args))
+    state: State = _init_compiled(sys, *_array_likes(q, qd, act, activation))
     return state
+
+
+def _array_likes(*xs: Any) -> tuple[Any, ...]:
+    """`xs` with array-likes that have no dtype (lists, floats) as float32 numpy arrays, for a jit call."""
+    return tuple(x if x is None or hasattr(x, "dtype") else np.asarray(x, np.float32) for x in xs)
 
 
 def _init(sys: System, q: jax.Array | None, qd: jax.Array | None, act: jax.Array | None,
@@ -450,9 +453,20 @@ def forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = 
     """(nbody,) world frames of all bodies (world body 0 included) at positions `q` (nq,).
 
     Mocap bodies sit at `mocap_pos` (nmocap, 3) and `mocap_quat` (nmocap, 4) (default: the model's).
+    Compiled as `init` is, so a call outside `jax.jit` is one program.
     """
+    x: Transform = _forward_kinematics_compiled(sys, *_array_likes(q, mocap_pos, mocap_quat))
+    return x
+
+
+def _forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None,
+                        mocap_quat: jax.Array | None) -> Transform:
+    """`forward_kinematics`' body, traced once per (System treedef, argument shapes)."""
     q = _checked("forward_kinematics", "q", q, (sys.nq,), "sys.nq", sys.qpos0.dtype)
     with jax.named_scope("kinematics"):
         fr = kinematics.kinematics(sys, q, mocap_pos, mocap_quat)
     return Transform(pos=fr.xpos, rot=fr.xquat)
+
+
+_forward_kinematics_compiled = jax.jit(_forward_kinematics)
 
