@@ -40,19 +40,22 @@ def test_init_outside_jit_is_one_compiled_program() -> None:
     equal loads."""
     from brax_physics._src import pipeline
 
-    pipeline._init_compiled.clear_cache()
-    pipeline._forward_kinematics_compiled.clear_cache()
+    init_fn: Any = pipeline._init_compiled  # jax.jit's wrapper; its cache methods are untyped
+    fk_fn: Any = pipeline._forward_kinematics_compiled
+    init_fn.clear_cache()
+    fk_fn.clear_cache()
     first, again = bp.load_mjcf(PENDULUM), bp.load_mjcf(PENDULUM)
-    q = np.asarray([0.3])
-    eager = [bp.init(first, q), bp.init(again, q), bp.init(first, [0.3])]  # a list, as before: a float array
-    assert pipeline._init_compiled._cache_size() == 1
+    q: Any = np.asarray([0.3])
+    as_list: Any = [0.3]  # a list, as before: a float array
+    eager = [bp.init(first, q), bp.init(again, q), bp.init(first, as_list)]
+    assert init_fn._cache_size() == 1
     inside = jax.jit(lambda q: bp.init(first, q))(jnp.asarray(q, jnp.float32))
     for s in eager:
         for a, b in zip(jax.tree.leaves(s), jax.tree.leaves(inside), strict=True):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert float(eager[0].q[0]) == pytest.approx(0.3)
-    frames = [bp.forward_kinematics(first, q), bp.forward_kinematics(again, [0.3])]
-    assert pipeline._forward_kinematics_compiled._cache_size() == 1
+    frames = [bp.forward_kinematics(first, q), bp.forward_kinematics(again, as_list)]
+    assert fk_fn._cache_size() == 1
     for x in frames:
         np.testing.assert_array_equal(np.asarray(x.pos), np.asarray(inside.x.pos))
         np.testing.assert_array_equal(np.asarray(x.rot), np.asarray(inside.x.rot))
