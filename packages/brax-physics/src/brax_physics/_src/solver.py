@@ -619,9 +619,14 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
 # fraction of the compile time (CHANGELOG.md).
 
 # A group's budget: 1/COMPACT_FRACTION of its units, at least COMPACT_MIN_UNITS, and only where
-# that is at most half the group.
+# that is at most half the group. Huge groups (thousands of contact slots, as dm_control's dog) have
+# no more active units than mid-sized ones, so their budget grows more slowly past COMPACT_BASE:
+# COMPACT_BASE + 1/COMPACT_LARGE_FRACTION of the units where that is smaller. A step whose active
+# units exceed the budget still gets the exact full solve.
 COMPACT_FRACTION = 8
 COMPACT_MIN_UNITS = 32
+COMPACT_BASE = 256
+COMPACT_LARGE_FRACTION = 64
 
 
 class _Compaction(NamedTuple):
@@ -635,7 +640,8 @@ class _Compaction(NamedTuple):
 
 def _tier_budgets(nunit: int) -> list[int]:
     """Units kept per tier for a group of `nunit` units (increasing; empty: never compact)."""
-    b = max(COMPACT_MIN_UNITS, -(-nunit // COMPACT_FRACTION))
+    large = COMPACT_BASE + -(-nunit // COMPACT_LARGE_FRACTION)
+    b = max(COMPACT_MIN_UNITS, min(-(-nunit // COMPACT_FRACTION), large))
     return [b] if 2 * b <= nunit else []
 
 

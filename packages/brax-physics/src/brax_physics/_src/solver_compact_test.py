@@ -80,8 +80,10 @@ def _problems(active: list[int], seed: int, cone: int = 1) -> solver.Problem:
 
 
 def test_default_budget_rule() -> None:
-    """One tier of 1/8 of a group, at least 32 units, only where that is at most half the group."""
-    assert [_DEFAULT_BUDGETS(n) for n in (24, 63, 64, 294, 1194)] == [[], [], [32], [37], [150]]
+    """One tier of 1/8 of a group, at least 32 units, at most 256 + 1/64 of it (past 2,341 units), only
+    where that is at most half the group."""
+    sizes = (24, 63, 64, 294, 1194, 2341, 2400, 40488)
+    assert [_DEFAULT_BUDGETS(n) for n in sizes] == [[], [], [32], [37], [150], [293], [294], [889]]
 
 
 def test_tiers_of_a_group() -> None:
