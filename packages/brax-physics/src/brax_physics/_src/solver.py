@@ -620,8 +620,7 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
 
 # A group's budget: 1/COMPACT_FRACTION of its units, at least COMPACT_MIN_UNITS, and only where
 # that is at most half the group. Huge groups (thousands of contact slots, as dm_control's dog) hold
-# far more slots than active contacts (what touches, not what could), so their budget grows more
-# slowly past COMPACT_BASE:
+# far more slots than active contacts (what touches, not what could), so their budget is
 # COMPACT_BASE + 1/COMPACT_LARGE_FRACTION of the units where that is smaller. A step whose active
 # units exceed the budget still gets the exact full solve.
 COMPACT_FRACTION = 8
