@@ -70,9 +70,11 @@ class _Watchdog:
         self.last_checkpoint: Callable[[], str | None] = lambda: None
         self._seen: dict[str, tuple[str, float]] = {}
         self._beat = 0
+        self._stop = threading.Event()
         name = "brax_train.distributed.watchdog"
-        threading.Thread(target=self._loop, name=name, daemon=True).start()
-        atexit.register(self.disarm)  # runs before JAX's own shutdown (registered at import)
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self._thread.start()
+        atexit.register(self.close)  # runs before JAX's own shutdown (registered at import)
 
     def arm(self, last_checkpoint: Callable[[], str | None]) -> None:
         """Start acting on silent peers; `last_checkpoint()` names the last save in the error."""
@@ -83,6 +85,17 @@ class _Watchdog:
     def disarm(self) -> None:
         """Stop acting: peers leave normally once the run is over."""
         self.armed = False
+
+    def close(self) -> None:
+        """Disarm and end the heartbeat thread, waiting for a call to the coordination service to return.
+
+        A daemon thread still inside that C++ client when the interpreter finalizes is torn down
+        by a forced unwind, which the client's bindings swallow: the process then aborts
+        ("FATAL: exception not rethrown") after a run that succeeded.
+        """
+        self.disarm()
+        self._stop.set()
+        self._thread.join(timeout=10 * self.poll_s + 10.0)
 
     def _silent(self, client: Any) -> tuple[list[int], float]:
         now = time.monotonic()
@@ -102,7 +115,7 @@ class _Watchdog:
 
     def _loop(self) -> None:
         client = _client()
-        while True:
+        while not self._stop.is_set():
             self._beat += 1
             try:
                 client.key_value_set(f"{_PREFIX}{jax.process_index()}", str(self._beat), allow_overwrite=True)
@@ -114,7 +127,7 @@ class _Watchdog:
                 # stderr, not logging: the process ends on the next line whatever logging is set up
                 print(f"brax_train: error: {message}", file=sys.stderr, flush=True)
                 os._exit(EXIT_PEER_LOST)
-            time.sleep(self.poll_s)
+            self._stop.wait(self.poll_s)
 
 
 _watchdog: _Watchdog | None = None
