@@ -146,17 +146,22 @@ def _convex_search(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, dete
                    skips: list[jax.Array]) -> dict[int, tuple[jax.Array, ...]]:
     """GJK/EPA search results (dist, normal, witnesses; constants) of the groups that MuJoCo collides
     with its general convex collider, by group index, run only on the pairs that pass the
-    bounding-sphere filter. One search per pair type: merged into one, every pair would iterate as
-    long as the slowest type's under `vmap`."""
-    out: dict[int, tuple[jax.Array, ...]] = {}
-    for gi, g in enumerate(sys.contact_pairs.groups):
-        if (g.type1, g.type2) in CONVEX_PAIRS:
-            i1, i2 = g.geom1, g.geom2
-            out[gi] = primitive_search(
-                g.type1, geom_xpos[i1], geom_xmat[i1], sys.geom_size[i1],
-                g.type2, geom_xpos[i2], geom_xmat[i2], sys.geom_size[i2], detects[gi], ~skips[gi],
-                sys.contact_pairs.ccd_iterations, sys.contact_pairs.ccd_tolerance)
-    return out
+    bounding-sphere filter. The groups share one search: each pair type of its own would be one
+    more GJK/EPA loop to compile and one more loop per step to run."""
+    chosen = [(gi, g) for gi, g in enumerate(sys.contact_pairs.groups) if (g.type1, g.type2) in CONVEX_PAIRS]
+    if not chosen:
+        return {}
+    i1 = np.concatenate([g.geom1 for _, g in chosen])
+    i2 = np.concatenate([g.geom2 for _, g in chosen])
+    found = primitive_search(
+        np.concatenate([np.full(g.npair, g.type1) for _, g in chosen]),
+        geom_xpos[i1], geom_xmat[i1], sys.geom_size[i1],
+        np.concatenate([np.full(g.npair, g.type2) for _, g in chosen]),
+        geom_xpos[i2], geom_xmat[i2], sys.geom_size[i2],
+        jnp.concatenate([detects[gi] for gi, _ in chosen]), jnp.concatenate([~skips[gi] for gi, _ in chosen]),
+        sys.contact_pairs.ccd_iterations, sys.contact_pairs.ccd_tolerance)
+    ends = np.cumsum([g.npair for _, g in chosen])
+    return {gi: tuple(x[end - g.npair:end] for x in found) for (gi, g), end in zip(chosen, ends, strict=True)}
 
 
 def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
@@ -174,6 +179,10 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
     detects = [prm.margin + prm.gap for prm in prms]
     skips = [_sphere_filtered(sys, g, geom_xpos, geom_xmat, d) for g, d in zip(groups, detects, strict=True)]
     convex = _convex_search(sys, geom_xpos, geom_xmat, detects, skips)
+    on_hfield = [gi for gi, g in enumerate(groups) if g.type1 == hfield.HFIELD and g.type2 != mesh.MESH]
+    terrain = dict(zip(on_hfield, hfield.collide_primitive_pairs(
+        sys, [groups[gi] for gi in on_hfield], geom_xpos, geom_xmat, [detects[gi] for gi in on_hfield],
+        [skips[gi] for gi in on_hfield]), strict=True))
     parts: list[dict[str, jax.Array]] = []
     for gi, (g, prm, detect, skip) in enumerate(zip(groups, prms, detects, skips, strict=True)):
         k = g.ncon_per_pair
@@ -189,8 +198,8 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
             hull = sys.mesh_vert[mesh.hull_rows(sys.meshes, np.asarray(sys.geom_dataid, np.int32)[i2])]
             dist, pos, frame = hfield.collide_pairs(sys, g, geom_xpos, geom_xmat, hull, detect, skip,
                                                     mesh.mesh_shape)
-        elif g.type1 == hfield.HFIELD:  # height-field prisms against the other geom
-            dist, pos, frame = hfield.collide_pairs(sys, g, geom_xpos, geom_xmat, geom_size[i2], detect, skip)
+        elif gi in terrain:  # height-field prisms against a primitive: searched above
+            dist, pos, frame = terrain[gi]
         elif (g.type1, g.type2) in mesh.NCON:  # pairs with a mesh: per-geom mesh data
             dist, pos, frame = mesh.collide_group(sys, g, geom_xpos, geom_xmat, detect, skip)
         else:

@@ -503,16 +503,42 @@ def primitive_shape(gtype: int) -> ShapeFn:
     return shape
 
 
-def _search(a: ConvexShape, b: ConvexShape, rounded: bool, pos1: jax.Array, pos2: jax.Array,
+def union_shape(types: tuple[int, ...]) -> ShapeFn:
+    """ShapeFn of a lane whose primitive type is one of `types` (static); its data is (k, size):
+    the type's index k () in `types` and the geom size (3,). Every type's support is evaluated and
+    the lane's selected, so that pairs of several types share one search."""
+    if len(types) == 1:
+        only = primitive_shape(types[0])
+        return lambda mat, data: only(mat, data[1])
+
+    def shape(mat: jax.Array, data: Any) -> ConvexShape:
+        k, size = data
+
+        def pick(values: list[jax.Array]) -> jax.Array:
+            out = values[0]
+            for i, v in enumerate(values[1:], 1):
+                out = jnp.where(k == i, v, out)
+            return out
+
+        def support(d: jax.Array) -> jax.Array:
+            return pick([core_support(t, mat, size, d) for t in types])
+
+        return ConvexShape(support, pick([core_radius(t, size) for t in types]),
+                           pick([rbound(t, size) for t in types]))
+
+    return shape
+
+
+def _search(a: ConvexShape, b: ConvexShape, rounded: bool | jax.Array, pos1: jax.Array, pos2: jax.Array,
             margin: jax.Array, iterations: int, tolerance: float
             ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """Signed distance, unit normal (shape a to shape b) and witness points on the two surfaces
     (relative to each center) of two convex shapes; constants only (no gradients).
 
-    As MuJoCo's mjc_ccd: with a sphere or capsule (`rounded`), the distance of the cores decides
-    (inflated by the radii) unless the cores overlap; otherwise, and for deep overlaps, GJK-EPA on
-    the shapes inflated by half the margin each. Pairs that do not overlap within the margin get
-    the plain GJK distance of the shapes (or cores).
+    As MuJoCo's mjc_ccd: with a sphere or capsule (`rounded`, static or a () bool), the distance of
+    the cores decides (inflated by the radii) unless the cores overlap; otherwise, and for deep
+    overlaps, GJK-EPA on the shapes inflated by half the margin each. Pairs that do not overlap
+    within the margin get the plain GJK distance of the shapes (or cores).
     """
     dp = pos1 - pos2
     scale = a.bound + b.bound
@@ -539,7 +565,10 @@ def _search(a: ConvexShape, b: ConvexShape, rounded: bool, pos1: jax.Array, pos2
     w1_sep = lam @ s1 + r1 * n_sep
     w2_sep = lam @ s2 - r2 * n_sep
     # penetration of the inflated shapes (for rounded pairs only needed where the cores overlap)
-    need = inside | (xn <= tol) if rounded else jnp.ones((), bool)
+    if isinstance(rounded, bool):
+        need = inside | (xn <= tol) if rounded else jnp.ones((), bool)
+    else:
+        need = jnp.where(rounded, inside | (xn <= tol), True)
     mode, w, e1, e2 = _gjk_intersect(full_sup, x0, iterations, tol, scale, need)
     ok, depth, w1, w2 = _epa(full_sup, mode, w, e1, e2, iterations, tol, scale)
     gap = dp + w1 - w2
@@ -621,8 +650,8 @@ when environments need different numbers of rounds."""
 
 def shape_search(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, shape2: ShapeFn,
                  pos2: jax.Array, mat2: jax.Array, data2: Any, margin: jax.Array, mask: jax.Array,
-                 rounded: bool, iterations: int = CCD_ITERATIONS, tolerance: float = CCD_TOLERANCE,
-                 index2: np.ndarray | None = None
+                 rounded: bool | np.ndarray, iterations: int = CCD_ITERATIONS,
+                 tolerance: float = CCD_TOLERANCE, index2: np.ndarray | None = None
                  ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
     """`shape_contact`'s search (dist (n,), normal (n, 3), witnesses c1, c2 (n, 3), constants) of n
     lanes, run only where `mask` (n,) holds (elsewhere dist = NO_CONTACT), so that what MuJoCo's
@@ -630,16 +659,21 @@ def shape_search(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, 
 
     Shape 1's arrays have a leading n. Shape 2's (pos2, mat2, data2 and margin) do too, unless
     `index2` (n,) is given: then lane i reads their row index2[i] (many prisms against one geom).
+    `rounded` is static, for all lanes or per lane (n,).
     """
     const2 = jax.lax.stop_gradient((pos2, mat2, data2, margin))
-    rows = jnp.arange(mask.shape[0]) if index2 is None else jnp.asarray(index2, jnp.int32)
+    n = mask.shape[0]
+    rows = jnp.arange(n) if index2 is None else jnp.asarray(index2, jnp.int32)
+    per_lane = not isinstance(rounded, bool)
+    lane_rounded = jnp.asarray(np.broadcast_to(np.asarray(rounded, bool), (n,)))
 
-    def one(p1: jax.Array, m1: jax.Array, d1: Any, row: jax.Array) -> tuple[jax.Array, ...]:
+    def one(p1: jax.Array, m1: jax.Array, d1: Any, row: jax.Array, rnd: jax.Array) -> tuple[jax.Array, ...]:
         p2, m2, d2, mg = jax.tree.map(lambda a: a[row], const2)
-        return _search(shape1(m1, d1), shape2(m2, d2), rounded, p1, p2, mg, iterations, tolerance)
+        flag = rnd if per_lane else bool(rounded)
+        return _search(shape1(m1, d1), shape2(m2, d2), flag, p1, p2, mg, iterations, tolerance)
 
-    args = (*jax.lax.stop_gradient((pos1, mat1, data1)), rows)
-    n, dtype = mask.shape[0], pos1.dtype
+    args = (*jax.lax.stop_gradient((pos1, mat1, data1)), rows, lane_rounded)
+    dtype = pos1.dtype
     z3 = jnp.zeros((n, 3), dtype)
     fill = (jnp.full((n,), NO_CONTACT, dtype), z3.at[:, 0].set(1.0), z3, z3)
     out: tuple[jax.Array, jax.Array, jax.Array, jax.Array] = run_masked(
@@ -647,15 +681,22 @@ def shape_search(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, 
     return out
 
 
-def primitive_search(type1: int, pos1: jax.Array, mat1: jax.Array, size1: jax.Array,
-                     type2: int, pos2: jax.Array, mat2: jax.Array, size2: jax.Array,
+def primitive_search(type1: np.ndarray, pos1: jax.Array, mat1: jax.Array, size1: jax.Array,
+                     type2: np.ndarray, pos2: jax.Array, mat2: jax.Array, size2: jax.Array,
                      margin: jax.Array, mask: jax.Array, iterations: int = CCD_ITERATIONS,
                      tolerance: float = CCD_TOLERANCE
                      ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """`shape_search` of n pairs of primitive geom types type1 <= type2 (sizes as their data)."""
-    rounded = bool({type1, type2} & {_SPHERE, _CAPSULE})
-    return shape_search(primitive_shape(type1), pos1, mat1, size1, primitive_shape(type2), pos2, mat2, size2,
-                        margin, mask, rounded, iterations, tolerance)
+    """`shape_search` of n pairs of primitive geoms of static types type1[i] <= type2[i] ((n,)
+    each, sizes as their data): pairs of every type share one search (one loop to compile and run;
+    a round's lanes iterate as long as the slowest of them)."""
+    type1, type2 = np.asarray(type1, np.int64), np.asarray(type2, np.int64)
+    kinds1, kinds2 = tuple(sorted({int(t) for t in type1})), tuple(sorted({int(t) for t in type2}))
+    k1 = jnp.asarray(np.searchsorted(kinds1, type1), jnp.int32)
+    k2 = jnp.asarray(np.searchsorted(kinds2, type2), jnp.int32)
+    rounded = np.isin(type1, (_SPHERE, _CAPSULE)) | np.isin(type2, (_SPHERE, _CAPSULE))
+    flag: bool | np.ndarray = bool(rounded[0]) if rounded.size and np.all(rounded == rounded[0]) else rounded
+    return shape_search(union_shape(kinds1), pos1, mat1, (k1, size1), union_shape(kinds2), pos2, mat2,
+                        (k2, size2), margin, mask, flag, iterations, tolerance)
 
 
 @functools.cache

@@ -17,14 +17,15 @@ Under jit the number of cells a geom can overlap is static: its widened support 
 MJCF before randomizing sizes or margins up), which spans at most floor(width / dx) + 2 cells.
 Only the prisms of that patch that MuJoCo's loop visits (inside the geom's cell range, tall
 enough, of pairs its filters keep) run the collider: one masked search over the (pair, prism)
-lanes of a group (`convex.shape_search`). The pair's slots keep the first mjMAXCONPAIR found in
+lanes of every height-field group with a primitive geom (`convex.shape_search`), and one per group
+with a mesh. The pair's slots keep the first mjMAXCONPAIR found in
 scan order, which is exactly MuJoCo's set; a patch of at most mjMAXCONPAIR prisms keeps one slot
 per prism.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +40,7 @@ from brax_physics._src.collision.convex import (
     primitive_shape,
     shape_envelope,
     shape_search,
+    union_shape,
 )
 from brax_physics._src.collision.primitives import NO_CONTACT, make_frame
 from brax_physics._src.linalg import MINVAL
@@ -203,59 +205,138 @@ def _contacts(hpos: jax.Array, hmat: jax.Array, prisms: jax.Array, shape2: Shape
     return dist, jnp.where(found[:, None], pos, 0.0), make_frame(normal)
 
 
-def collide_group(hpos: jax.Array, hmat: jax.Array, size: jax.Array, data: jax.Array, adr: np.ndarray,
-                  nrow: np.ndarray, ncol: np.ndarray, type2: int, pos2: jax.Array, mat2: jax.Array,
-                  data2: Any, rbound2: jax.Array, margin: jax.Array, skip: jax.Array, patch: tuple[int, int],
-                  ncon: int, iterations: int, tolerance: float, shape2: ShapeFn | None = None
-                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Contacts (npair, ncon, ...) of the pairs of a group ((npair, ...) each but `data` and the
-    static patch; `skip` (npair,): pairs MuJoCo's bounding-sphere filter drops); geom2 is a
-    primitive of `type2` with its size as data unless `shape2` is given (any ShapeFn: a mesh's,
-    with its data pytree batched over the pairs). One GJK/EPA search over every (pair, prism) lane,
-    run only on the prisms MuJoCo visits."""
-    fn = primitive_shape(type2) if shape2 is None else shape2
-    rounded = type2 in (mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CAPSULE)
-    a_, nr_, nc_ = (jnp.asarray(np.asarray(x, np.int32)) for x in (adr, nrow, ncol))
+class _Job(NamedTuple):
+    """One height-field group's arrays ((npair, ...) each) and static layout, for `_stage`/`_finish`."""
+
+    hpos: jax.Array
+    hmat: jax.Array
+    size: jax.Array
+    adr: np.ndarray
+    nrow: np.ndarray
+    ncol: np.ndarray
+    type2: int
+    pos2: jax.Array
+    mat2: jax.Array
+    data2: Any
+    rbound2: jax.Array
+    margin: jax.Array
+    skip: jax.Array
+    patch: tuple[int, int]
+    ncon: int
+    shape2: ShapeFn
+
+
+class _Staged(NamedTuple):
+    """A group's prisms (npair, P, 6, 3), geom frames in the height fields' frames and visits (npair, P)."""
+
+    prisms: jax.Array
+    lpos: jax.Array
+    lmat: jax.Array
+    visit: jax.Array
+
+
+def _stage(job: _Job, data: jax.Array) -> _Staged:
+    """The prisms each pair of `job` visits, before the search."""
+    a_, nr_, nc_ = (jnp.asarray(np.asarray(x, np.int32)) for x in (job.adr, job.nrow, job.ncol))
 
     def visits(hp: jax.Array, hm: jax.Array, sz: jax.Array, a: jax.Array, nr: jax.Array, nc: jax.Array,
                p2: jax.Array, m2: jax.Array, d2: Any, rb: jax.Array, mg: jax.Array
                ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-        return _visits(hp, hm, sz, data, a, nr, nc, fn, p2, m2, d2, rb, mg, patch)
+        return _visits(hp, hm, sz, data, a, nr, nc, job.shape2, p2, m2, d2, rb, mg, job.patch)
 
-    prisms, lpos, lmat, visit = jax.vmap(visits)(hpos, hmat, size, a_, nr_, nc_, pos2, mat2, data2, rbound2,
-                                                 margin)
-    npair, nprism = visit.shape
-    visit = visit & ~skip[:, None]
-    flat = prisms.reshape(npair * nprism, 6, 3)
+    prisms, lpos, lmat, visit = jax.vmap(visits)(job.hpos, job.hmat, job.size, a_, nr_, nc_, job.pos2,
+                                                 job.mat2, job.data2, job.rbound2, job.margin)
+    return _Staged(prisms, lpos, lmat, visit & ~job.skip[:, None])
+
+
+def _search_lanes(staged: list[_Staged], shape2: ShapeFn, data2: Any, margin: jax.Array,
+                  rounded: bool | np.ndarray, iterations: int, tolerance: float
+                  ) -> list[tuple[jax.Array, ...]]:
+    """One GJK/EPA search over every (pair, prism) lane of the staged groups, run only on the prisms
+    MuJoCo visits; geom2's shape, data and margin are those of all the groups' pairs in order.
+    Returns each group's results, (npair, P, ...) each."""
+    flat = jnp.concatenate([st.prisms.reshape(-1, 6, 3) for st in staged])
     center = jnp.mean(flat, axis=1)
-    eye = jnp.broadcast_to(jnp.eye(3, dtype=flat.dtype), (npair * nprism, 3, 3))
-    search = shape_search(prism_shape, center, eye, flat - center[:, None, :], fn, lpos, lmat, data2, margin,
-                          visit.reshape(-1), rounded, iterations, tolerance,
-                          index2=np.repeat(np.arange(npair), nprism))
-    search = jax.tree.map(lambda x: x.reshape(npair, nprism, *x.shape[1:]), search)
+    eye = jnp.broadcast_to(jnp.eye(3, dtype=flat.dtype), (flat.shape[0], 3, 3))
+    sizes = [st.visit.shape for st in staged]
+    first = np.cumsum([0] + [npair for npair, _ in sizes])
+    index2 = np.concatenate([f + np.repeat(np.arange(npair), nprism)
+                             for f, (npair, nprism) in zip(first, sizes, strict=False)])
+    lpos = jnp.concatenate([st.lpos for st in staged])
+    lmat = jnp.concatenate([st.lmat for st in staged])
+    visit = jnp.concatenate([st.visit.reshape(-1) for st in staged])
+    search = shape_search(prism_shape, center, eye, flat - center[:, None, :], shape2, lpos, lmat, data2,
+                          margin, visit, rounded, iterations, tolerance, index2=index2)
+    ends = np.cumsum([npair * nprism for npair, nprism in sizes])
+    return [tuple(x[end - npair * nprism:end].reshape(npair, nprism, *x.shape[1:]) for x in search)
+            for end, (npair, nprism) in zip(ends, sizes, strict=True)]
+
+
+def _finish(job: _Job, staged: _Staged, search: tuple[jax.Array, ...]
+            ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Contacts (npair, ncon, ...) of `job` from its prisms' searches."""
 
     def contacts(hp: jax.Array, hm: jax.Array, pm: jax.Array, lp: jax.Array, lm: jax.Array, d2: Any,
                  mg: jax.Array, vs: jax.Array, sr: tuple[jax.Array, ...]
                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        return _contacts(hp, hm, pm, fn, lp, lm, d2, mg, vs, sr, ncon)
+        return _contacts(hp, hm, pm, job.shape2, lp, lm, d2, mg, vs, sr, job.ncon)
 
     out: tuple[jax.Array, jax.Array, jax.Array] = jax.vmap(contacts)(
-        hpos, hmat, prisms, lpos, lmat, data2, margin, visit, search)
+        job.hpos, job.hmat, staged.prisms, staged.lpos, staged.lmat, job.data2, job.margin, staged.visit,
+        search)
     return out
 
 
-def collide_pairs(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: jax.Array, data2: Any,
-                  margin: jax.Array, skip: jax.Array, shape2: ShapeFn | None = None
-                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Contacts (npair, K, ...) of a height-field group of `collide`: geom2's data is its size for a
-    primitive, or whatever `shape2` reads (batched over the pairs)."""
+_ROUNDED = (int(mjtGeom.mjGEOM_SPHERE), int(mjtGeom.mjGEOM_CAPSULE))
+
+
+def _job(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: jax.Array, data2: Any, margin: jax.Array,
+         skip: jax.Array, shape2: ShapeFn) -> _Job:
     hid = np.asarray(sys.geom_dataid, np.int32)[g.geom1]
-    return collide_group(
-        geom_xpos[g.geom1], geom_xmat[g.geom1], sys.hfield_size[hid], sys.hfield_data,
-        np.asarray(sys.hfield_adr, np.int32)[hid], np.asarray(sys.hfield_nrow, np.int32)[hid],
-        np.asarray(sys.hfield_ncol, np.int32)[hid], g.type2, geom_xpos[g.geom2], geom_xmat[g.geom2], data2,
-        sys.geom_rbound[g.geom2], margin, skip, g.patch, g.ncon_per_pair, sys.contact_pairs.ccd_iterations,
-        sys.contact_pairs.ccd_tolerance, shape2)
+
+    def table(x: Any) -> np.ndarray:
+        out: np.ndarray = np.asarray(x, np.int32)[hid]
+        return out
+
+    return _Job(geom_xpos[g.geom1], geom_xmat[g.geom1], sys.hfield_size[hid], table(sys.hfield_adr),
+                table(sys.hfield_nrow), table(sys.hfield_ncol), g.type2, geom_xpos[g.geom2],
+                geom_xmat[g.geom2], data2, sys.geom_rbound[g.geom2], margin, skip, g.patch, g.ncon_per_pair,
+                shape2)
+
+
+def collide_pairs(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: jax.Array, data2: Any,
+                  margin: jax.Array, skip: jax.Array, shape2: ShapeFn
+                  ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Contacts (npair, K, ...) of a height-field group of `collide` whose geom2 is read by `shape2`
+    from `data2` (batched over the pairs: a mesh's hull)."""
+    job = _job(sys, g, geom_xpos, geom_xmat, data2, margin, skip, shape2)
+    staged = _stage(job, sys.hfield_data)
+    search = _search_lanes([staged], shape2, data2, margin, g.type2 in _ROUNDED,
+                           sys.contact_pairs.ccd_iterations, sys.contact_pairs.ccd_tolerance)[0]
+    return _finish(job, staged, search)
+
+
+def collide_primitive_pairs(sys: System, groups: list[PairGroup], geom_xpos: jax.Array, geom_xmat: jax.Array,
+                            margins: list[jax.Array], skips: list[jax.Array]
+                            ) -> list[tuple[jax.Array, jax.Array, jax.Array]]:
+    """Contacts (npair, K, ...) of height-field groups of `collide` whose geom2 is a primitive: the
+    prisms of every group share one search (each geom type of its own would be one more GJK/EPA loop
+    to compile and one more loop per step to run)."""
+    if not groups:
+        return []
+    jobs = [_job(sys, g, geom_xpos, geom_xmat, sys.geom_size[g.geom2], mg, sk, primitive_shape(g.type2))
+            for g, mg, sk in zip(groups, margins, skips, strict=True)]
+    staged = [_stage(job, sys.hfield_data) for job in jobs]
+    kinds = tuple(sorted({g.type2 for g in groups}))
+    k2 = jnp.asarray(np.concatenate([np.full(g.npair, kinds.index(g.type2)) for g in groups]), jnp.int32)
+    size2 = jnp.concatenate([job.data2 for job in jobs])
+    # per lane: a sphere or capsule pair takes MuJoCo's core-distance path
+    lanes = [g.npair * 2 * g.patch[0] * g.patch[1] for g in groups]
+    rounded = np.concatenate([np.full(n, g.type2 in _ROUNDED) for n, g in zip(lanes, groups, strict=True)])
+    flag: bool | np.ndarray = bool(rounded[0]) if np.all(rounded == rounded[0]) else rounded
+    searches = _search_lanes(staged, union_shape(kinds), (k2, size2), jnp.concatenate(margins), flag,
+                             sys.contact_pairs.ccd_iterations, sys.contact_pairs.ccd_tolerance)
+    return [_finish(job, st, sr) for job, st, sr in zip(jobs, staged, searches, strict=True)]
 
 
 # ----------------------------------------------------------------------------------------------
