@@ -18,9 +18,8 @@ MJCF before randomizing sizes or margins up), which spans at most floor(width / 
 Only the prisms of that patch that MuJoCo's loop visits (inside the geom's cell range, tall
 enough, of pairs its filters keep) run the collider: one masked search over the (pair, prism)
 lanes of every height-field group with a primitive geom (`convex.shape_search`), and one per group
-with a mesh. The pair's slots keep the first mjMAXCONPAIR found in
-scan order, which is exactly MuJoCo's set; a patch of at most mjMAXCONPAIR prisms keeps one slot
-per prism.
+with a mesh. The pair's slots keep the first mjMAXCONPAIR found in scan order, which is exactly
+MuJoCo's set; a patch of at most mjMAXCONPAIR prisms keeps one slot per prism.
 """
 
 from __future__ import annotations
@@ -214,7 +213,6 @@ class _Job(NamedTuple):
     adr: np.ndarray
     nrow: np.ndarray
     ncol: np.ndarray
-    type2: int
     pos2: jax.Array
     mat2: jax.Array
     data2: Any
@@ -261,7 +259,7 @@ def _search_lanes(staged: list[_Staged], shape2: ShapeFn, data2: Any, margin: ja
     sizes = [st.visit.shape for st in staged]
     first = np.cumsum([0] + [npair for npair, _ in sizes])
     index2 = np.concatenate([f + np.repeat(np.arange(npair), nprism)
-                             for f, (npair, nprism) in zip(first, sizes, strict=False)])
+                             for f, (npair, nprism) in zip(first[:-1], sizes, strict=True)])
     lpos = jnp.concatenate([st.lpos for st in staged])
     lmat = jnp.concatenate([st.lmat for st in staged])
     visit = jnp.concatenate([st.visit.reshape(-1) for st in staged])
@@ -292,6 +290,7 @@ _ROUNDED = (int(mjtGeom.mjGEOM_SPHERE), int(mjtGeom.mjGEOM_CAPSULE))
 
 def _job(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: jax.Array, data2: Any, margin: jax.Array,
          skip: jax.Array, shape2: ShapeFn) -> _Job:
+    """The `_Job` of group `g` of `collide`."""
     hid = np.asarray(sys.geom_dataid, np.int32)[g.geom1]
 
     def table(x: Any) -> np.ndarray:
@@ -299,7 +298,7 @@ def _job(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: jax.Array, 
         return out
 
     return _Job(geom_xpos[g.geom1], geom_xmat[g.geom1], sys.hfield_size[hid], table(sys.hfield_adr),
-                table(sys.hfield_nrow), table(sys.hfield_ncol), g.type2, geom_xpos[g.geom2],
+                table(sys.hfield_nrow), table(sys.hfield_ncol), geom_xpos[g.geom2],
                 geom_xmat[g.geom2], data2, sys.geom_rbound[g.geom2], margin, skip, g.patch, g.ncon_per_pair,
                 shape2)
 
@@ -331,8 +330,8 @@ def collide_primitive_pairs(sys: System, groups: list[PairGroup], geom_xpos: jax
     k2 = jnp.asarray(np.concatenate([np.full(g.npair, kinds.index(g.type2)) for g in groups]), jnp.int32)
     size2 = jnp.concatenate([job.data2 for job in jobs])
     # per lane: a sphere or capsule pair takes MuJoCo's core-distance path
-    lanes = [g.npair * 2 * g.patch[0] * g.patch[1] for g in groups]
-    rounded = np.concatenate([np.full(n, g.type2 in _ROUNDED) for n, g in zip(lanes, groups, strict=True)])
+    rounded = np.concatenate([np.full(st.visit.size, g.type2 in _ROUNDED)
+                              for st, g in zip(staged, groups, strict=True)])
     flag: bool | np.ndarray = bool(rounded[0]) if np.all(rounded == rounded[0]) else rounded
     searches = _search_lanes(staged, union_shape(kinds), (k2, size2), jnp.concatenate(margins), flag,
                              sys.contact_pairs.ccd_iterations, sys.contact_pairs.ccd_tolerance)
