@@ -191,8 +191,8 @@ def _standalone_xml(path: Path, drop_geoms: tuple[str, ...] = ()) -> str:
 
 
 # Gymnasium's humanoid (hip-knee tendons) and dm_control's quadruped (tendon transmissions, filter
-# actuators, tendon equality). The quadruped's terrain height field is left out: height fields
-# are not collided yet (geometry issue #18), and its default task runs on the flat floor.
+# actuators, tendon equality). The quadruped's terrain height field is left out, as dm_control's walk
+# and run tasks leave it out (height fields have their own row, hfield_balls).
 _GYM, _DMC = _package_dir("gymnasium"), _package_dir("dm_control")
 if _GYM is not None:
     MODELS["gym_humanoid"] = _standalone_xml(_GYM / "envs/mujoco/assets/humanoid.xml")
