@@ -17,6 +17,10 @@ if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "
 # the recorded PPO digest runs in a child process with its own XLA_FLAGS.
 if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=0"
+# XLA:CPU's older (non-MLIR) fusion emitters compile a physics step about 40% faster and, at the level
+# above, also run it faster; at full optimization they run it slower, so again only for tests.
+if "--xla_cpu_use_fusion_emitters" not in os.environ["XLA_FLAGS"]:
+    os.environ["XLA_FLAGS"] += " --xla_cpu_use_fusion_emitters=false"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One persistent compilation cache for the whole test run: both xdist workers, the unit and the
 # integration sessions, and the child processes (CLI, multi-host, digest) read and write it, so a

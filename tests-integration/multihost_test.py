@@ -41,7 +41,9 @@ def _free_port() -> int:
 
 
 def _start(args: list[str], devices: int, rank: int | None = None, port: int = 0) -> subprocess.Popen[str]:
-    flags = f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0"
+    # the suite's compile flags (conftest.py) with this process's device count
+    kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    flags = " ".join([*kept, f"--xla_force_host_platform_device_count={devices}"])
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": flags}
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     if rank is not None:

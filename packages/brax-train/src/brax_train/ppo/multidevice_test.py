@@ -39,7 +39,9 @@ SCRIPT = textwrap.dedent("""
 
 def test_one_two_four_devices_match() -> None:
     env = dict(os.environ)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4 --xla_backend_optimization_level=0"
+    # the suite's compile flags (conftest.py) with this test's device count
+    kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    env["XLA_FLAGS"] = " ".join([*kept, "--xla_force_host_platform_device_count=4"])
     env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     proc = subprocess.run(

@@ -190,7 +190,9 @@ CHILD = (
 def start_child(run_settings: dict[str, Any], nan_dir: pathlib.Path) -> subprocess.Popen[str]:
     """`_child_main` in a child process with 2 forced CPU devices (it runs while the caller trains)."""
     env = dict(os.environ)
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2 --xla_backend_optimization_level=0"
+    # the suite's compile flags (conftest.py) with this test's device count
+    kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    env["XLA_FLAGS"] = " ".join([*kept, "--xla_force_host_platform_device_count=2"])
     env["JAX_PLATFORMS"] = "cpu"
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return subprocess.Popen(
