@@ -17,10 +17,6 @@ if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "
 # the recorded PPO digest runs in a child process with its own XLA_FLAGS.
 if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=0"
-# XLA:CPU's older (non-MLIR) fusion emitters compile a physics step about 40% faster and, at the level
-# above, also run it faster; at full optimization they run it slower, so again only for tests.
-if "--xla_cpu_use_fusion_emitters" not in os.environ["XLA_FLAGS"]:
-    os.environ["XLA_FLAGS"] += " --xla_cpu_use_fusion_emitters=false"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 # One persistent compilation cache for the whole test run: both xdist workers, the unit and the
 # integration sessions, and the child processes (CLI, multi-host, digest) read and write it, so a
@@ -61,6 +57,29 @@ def _memory_maps() -> int:
 def _drop_compiled() -> None:
     jax.clear_caches()
     gc.collect()
+
+
+_ROOT = Path(__file__).parent.resolve()
+_TRAINING = (_ROOT / "packages" / "brax-train", _ROOT / "tests-integration")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """XLA:CPU's older (non-MLIR) fusion emitters for sessions that run no training tests.
+
+    They compile a physics step about 40% faster and, at the level above, also run it faster (at
+    full optimization they run it slower: again only for tests). Training is another matter: with
+    them, brax-train's resume tests (a resumed run against an uninterrupted one, bit for bit) differ
+    in the last bit of some parameters, and the integration suite's learning bars (BC's student,
+    APG's reacher) are missed. So a session that collects brax-train's or the integration tests
+    keeps XLA's default; the physics, envs, math and io tests (tolerances against MuJoCo C and
+    analytic values) take the older emitters. Set here, before any backend starts, as the paths
+    are only known now; child processes inherit it.
+    """
+    flags = os.environ["XLA_FLAGS"]
+    paths = [Path(str(a).split("::")[0]).resolve() for a in config.args] or [_ROOT]
+    trains = any(p == t or t in p.parents or p in t.parents for p in paths for t in _TRAINING)
+    if not trains and "--xla_cpu_use_fusion_emitters" not in flags:
+        os.environ["XLA_FLAGS"] = flags + " --xla_cpu_use_fusion_emitters=false"
 
 
 @pytest.fixture(autouse=True, scope="module")
