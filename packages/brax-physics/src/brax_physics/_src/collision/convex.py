@@ -50,6 +50,8 @@ _BOX = int(mjtGeom.mjGEOM_BOX)
 
 CONVEX_TYPES = (_SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER, _BOX)
 """Geom types with a support function here."""
+ROUNDED_TYPES = (_SPHERE, _CAPSULE)
+"""Geom types searched as a core (point, segment) inflated by a radius: MuJoCo's core-distance path."""
 
 # Below this squared length (relative to the problem's scale) a direction or a simplex is degenerate.
 _TINY = 1e-12
@@ -62,7 +64,7 @@ _TINY = 1e-12
 def core_radius(gtype: int, size: jax.Array) -> jax.Array:
     """Radius by which the core (point, segment or the shape itself) is inflated: sphere and
     capsule radius, zero otherwise."""
-    if gtype in (_SPHERE, _CAPSULE):
+    if gtype in ROUNDED_TYPES:
         return size[0]
     return jnp.zeros((), size.dtype)
 
@@ -693,7 +695,7 @@ def primitive_search(type1: np.ndarray, pos1: jax.Array, mat1: jax.Array, size1:
     kinds1, kinds2 = tuple(sorted({int(t) for t in type1})), tuple(sorted({int(t) for t in type2}))
     k1 = jnp.asarray(np.searchsorted(kinds1, type1), jnp.int32)
     k2 = jnp.asarray(np.searchsorted(kinds2, type2), jnp.int32)
-    rounded = np.isin(type1, (_SPHERE, _CAPSULE)) | np.isin(type2, (_SPHERE, _CAPSULE))
+    rounded = np.isin(type1, ROUNDED_TYPES) | np.isin(type2, ROUNDED_TYPES)
     flag: bool | np.ndarray = bool(rounded[0]) if rounded.size and np.all(rounded == rounded[0]) else rounded
     return shape_search(union_shape(kinds1), pos1, mat1, (k1, size1), union_shape(kinds2), pos2, mat2,
                         (k2, size2), margin, mask, flag, iterations, tolerance)
@@ -703,7 +705,7 @@ def primitive_search(type1: np.ndarray, pos1: jax.Array, mat1: jax.Array, size1:
 def convex_collider(t1: int, t2: int, iterations: int = CCD_ITERATIONS, tolerance: float = CCD_TOLERANCE
                     ) -> Collider:
     """Collider (see `primitives`) for geom types t1 <= t2 with GJK/EPA: one contact."""
-    rounded = bool({t1, t2} & {_SPHERE, _CAPSULE})
+    rounded = bool({t1, t2} & set(ROUNDED_TYPES))
 
     def collide(pos1: jax.Array, mat1: jax.Array, size1: jax.Array, pos2: jax.Array, mat2: jax.Array,
                 size2: jax.Array, margin: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:

@@ -34,6 +34,7 @@ from mujoco import mjtGeom
 
 from brax_physics._src.collision.convex import (
     CONVEX_TYPES,
+    ROUNDED_TYPES,
     ConvexShape,
     ShapeFn,
     primitive_shape,
@@ -285,7 +286,6 @@ def _finish(job: _Job, staged: _Staged, search: tuple[jax.Array, ...]
     return out
 
 
-_ROUNDED = (int(mjtGeom.mjGEOM_SPHERE), int(mjtGeom.mjGEOM_CAPSULE))
 
 
 def _job(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: jax.Array, data2: Any, margin: jax.Array,
@@ -310,7 +310,7 @@ def collide_pairs(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: ja
     from `data2` (batched over the pairs: a mesh's hull)."""
     job = _job(sys, g, geom_xpos, geom_xmat, data2, margin, skip, shape2)
     staged = _stage(job, sys.hfield_data)
-    search = _search_lanes([staged], shape2, data2, margin, g.type2 in _ROUNDED,
+    search = _search_lanes([staged], shape2, data2, margin, g.type2 in ROUNDED_TYPES,
                            sys.contact_pairs.ccd_iterations, sys.contact_pairs.ccd_tolerance)[0]
     return _finish(job, staged, search)
 
@@ -330,7 +330,7 @@ def collide_primitive_pairs(sys: System, groups: list[PairGroup], geom_xpos: jax
     k2 = jnp.asarray(np.concatenate([np.full(g.npair, kinds.index(g.type2)) for g in groups]), jnp.int32)
     size2 = jnp.concatenate([job.data2 for job in jobs])
     # per lane: a sphere or capsule pair takes MuJoCo's core-distance path
-    rounded = np.concatenate([np.full(st.visit.size, g.type2 in _ROUNDED)
+    rounded = np.concatenate([np.full(st.visit.size, g.type2 in ROUNDED_TYPES)
                               for st, g in zip(staged, groups, strict=True)])
     flag: bool | np.ndarray = bool(rounded[0]) if np.all(rounded == rounded[0]) else rounded
     searches = _search_lanes(staged, union_shape(kinds), (k2, size2), jnp.concatenate(margins), flag,

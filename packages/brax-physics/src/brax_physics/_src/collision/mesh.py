@@ -43,6 +43,7 @@ from mujoco import mjtGeom
 
 from brax_physics._src.collision.convex import (
     CONVEX_TYPES,
+    ROUNDED_TYPES,
     ConvexShape,
     ShapeFn,
     primitive_shape,
@@ -53,7 +54,6 @@ from brax_physics._src.collision.primitives import NO_CONTACT, _first_k, make_fr
 
 MESH = int(mjtGeom.mjGEOM_MESH)
 _PLANE = int(mjtGeom.mjGEOM_PLANE)
-_ROUNDED = (int(mjtGeom.mjGEOM_SPHERE), int(mjtGeom.mjGEOM_CAPSULE))
 
 _MAX_PLANE = 4  # a quadrilateral
 
@@ -368,7 +368,7 @@ def collide_group(sys: Any, g: Any, geom_xpos: jax.Array, geom_xmat: jax.Array, 
         shape1, data1 = mesh_shape, sys.mesh_vert[hull_rows(meshes, dataid[i1])]
     else:
         shape1, data1 = primitive_shape(g.type1), sys.geom_size[i1]
-    rounded = g.type1 in _ROUNDED
+    rounded = g.type1 in ROUNDED_TYPES
     search = shape_search(shape1, p1, r1, data1, mesh_shape, p2, r2, v2, detect, ~skip, rounded, iters, tol)
     if g.ncon_per_pair == MULTI:  # multiccd: face-face contacts of box-mesh and mesh-mesh
         tab2 = _poly_group(meshes, m2)
