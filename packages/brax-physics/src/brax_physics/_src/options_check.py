@@ -21,10 +21,6 @@ import warnings
 from typing import Literal
 
 import mujoco
-import numpy as np
-
-from brax_physics._src.collision.pairs import dynamic_pairs
-from brax_physics._src.mjenum import keyword
 
 Status = Literal["honoured", "refused", "irrelevant", "warned"]
 
@@ -97,14 +93,9 @@ DISABLE_FLAGS: dict[str, tuple[Status, str]] = {
     # Islands split the solve into independent blocks with the same optimum; only the stopping
     # test's scaling changes, so results agree to within the solver tolerance.
     "island": ("irrelevant", "same optimum, solved block by block"),
-    # Disabled, MuJoCo gives the one contact per convex pair this collider gives; enabled (its
-    # default) it clips touching faces of box-mesh and mesh-mesh pairs without a margin into up to
-    # 4 contacts, which collision.mesh does (pairs.collision_pairs gives them 4 slots), and re-runs
-    # the collider on slightly rotated geoms for the other capsule/cylinder/box/mesh pairs (and
-    # box-/mesh-mesh pairs with a margin), which is not reproduced: warned at load for the pairs
-    # with a mesh (`_multiccd_note`); the primitive pairs' gap is in convex's docstring.
-    "multiccd": ("warned", "collision.mesh clips box-mesh and mesh-mesh faces as MuJoCo (4 slots); "
-                 "other convex pairs keep one contact (MuJoCo's rotated re-runs are missing)"),
+    # Disabled, every general convex pair gives its one GJK/EPA contact; enabled (MuJoCo's default),
+    # touching faces and edges of capsule/cylinder/box/mesh pairs give several (collision.multicontact).
+    "multiccd": ("honoured", "collision.pairs (slots) and collision.multicontact"),
 }
 """Every `mjtDisableBit`: its class and where it is honoured, or why it is irrelevant."""
 
@@ -177,9 +168,6 @@ def option_warnings(m: mujoco.MjModel) -> list[str]:
             "(not supported here): its compiler and mj_step refuse it otherwise"
         )
 
-    if not _flag_set(dflags, "mjDSBL_", "multiccd"):
-        out += _multiccd_note(m)
-
     # Bits of a newer MuJoCo that this survey has not classified.
     for flags, prefix, table, field in ((dflags, "mjDSBL_", DISABLE_FLAGS, "disableflags"),
                                         (eflags, "mjENBL_", ENABLE_FLAGS, "enableflags")):
@@ -187,30 +175,6 @@ def option_warnings(m: mujoco.MjModel) -> list[str]:
         out += [f"option {field} bit 1<<{i}: unknown to brax-physics, ignored"
                 for i in range(unknown.bit_length()) if unknown >> i & 1]
     return out
-
-
-def _multiccd_note(m: mujoco.MjModel) -> list[str]:
-    """The warning for mesh pairs that MuJoCo's multiccd gives extra contacts by rotated re-runs
-    (capsule or cylinder against a mesh; box or mesh against a mesh with a margin), if the model
-    has any that can collide."""
-    gtype = np.asarray(m.geom_type)
-    multi = {int(t) for t in (mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_CYLINDER,
-                              mujoco.mjtGeom.mjGEOM_BOX, mujoco.mjtGeom.mjGEOM_MESH)}
-    clipped = {int(t) for t in (mujoco.mjtGeom.mjGEOM_BOX, mujoco.mjtGeom.mjGEOM_MESH)}
-    mesh = int(mujoco.mjtGeom.mjGEOM_MESH)
-    margin = np.asarray(m.geom_margin)
-    pairs = [(int(a), int(b), float(margin[a] + margin[b])) for a, b in dynamic_pairs(m)]
-    pairs += [(int(m.pair_geom1[i]), int(m.pair_geom2[i]), float(m.pair_margin[i])) for i in range(m.npair)]
-    kinds = sorted({tuple(sorted((int(gtype[a]), int(gtype[b])))) for a, b, mg in pairs
-                    if not ({int(gtype[a]), int(gtype[b])} <= clipped and mg == 0)})
-    hit = [k for k in kinds if mesh in k and set(k) <= multi]
-    if not hit:
-        return []
-    names = ", ".join(f"{keyword(mujoco.mjtGeom, a)}-{keyword(mujoco.mjtGeom, b)}" for a, b in hit)
-    return [f"option flag multiccd (enabled by default): not implemented for the {names} pairs of this "
-            "model (box- and mesh-mesh: those with a margin), which get one contact each here; where "
-            "their flat faces or edges touch MuJoCo adds up to 3 more (disable multiccd to compare "
-            "with MuJoCo)"]
 
 
 # Frames of the loading machinery; the warning points at the first frame outside them.

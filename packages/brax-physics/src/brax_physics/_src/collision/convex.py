@@ -12,9 +12,9 @@ between the two witness points, normal from geom1 to geom2 (MuJoCo's default tan
 penetration path follows MuJoCo's: GJK in intersection mode on the shapes inflated by half the
 margin each, its tetrahedron walk, the polytope it starts EPA from, and EPA's stopping rule, so
 that an EPA cut short by the iteration cap stops near where MuJoCo's does (float32 against
-float64: the paths part on near-ties). Not reproduced: MuJoCo's `multiccd` (on by default for
-pairs without a sphere or ellipsoid) adds contacts where flat faces or edges touch (a cylinder
-standing on a box, a capsule along a cylinder side); here such pairs keep the one contact.
+float64: the paths part on near-ties). Under MuJoCo's `multiccd` (its default) the capsule-,
+cylinder- and box-cylinder pairs turn this contact into several where flat faces or straight edges
+touch (a cylinder standing on a box, a capsule lying on a cap): `collision.multicontact`.
 
 The search runs on constants (`stop_gradient`); gradients come from the envelope theorem (the
 signed distance is -(h1(n) + h2(-n)) with the support functions h at the found normal n) and from

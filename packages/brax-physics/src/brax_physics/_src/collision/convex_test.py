@@ -7,7 +7,8 @@ support function: ours is the closer one on most poses where the two differ), wh
 up to a few 1e-3, and a few poses stop early with depth errors up to 1e-2. So these tests compare
 the deepest contact of each pose: dist within 1e-3 and pos within 5e-3 on at least 90% of the
 poses, normal within 2e-2 on at least 90%, every dist within 2e-2, and the contact count on at
-least 85% (MuJoCo's multiccd adds contacts on flat touches, which are not reproduced).
+least 85% (under MuJoCo's default multiccd: the several contacts of touching faces and edges,
+`collision.multicontact`; `multicontact_test` compares those contact by contact).
 """
 
 from __future__ import annotations
@@ -97,6 +98,9 @@ def test_resting_single_contacts() -> None:
 
 def test_collision_pairs_accept_convex_pairs() -> None:
     m = pt.pair_model("capsule", "cylinder")
+    (g,) = ot.system_of(m).contact_pairs.groups
+    assert g.ncon_per_pair == 2  # multiccd (MuJoCo's default): the capsule's segment clipped
+    m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_MULTICCD
     (g,) = ot.system_of(m).contact_pairs.groups
     assert g.ncon_per_pair == 1
     m.opt.disableflags |= mujoco.mjtDisableBit.mjDSBL_NATIVECCD

@@ -11,17 +11,8 @@ geom's frame (the compiler moves the geom to the mesh's inertial frame). Pairs:
 - sphere, capsule, ellipsoid, cylinder, box and mesh against a mesh: the general convex collider
   (`convex.shape_search`, GJK + EPA, run only on the pairs that pass MuJoCo's bounding-sphere
   filter), one contact.
-- box-mesh and mesh-mesh with `multiccd` (MuJoCo's default) and no margin: MuJoCo's multicontact
-  on penetrating pairs: the features of both geoms along the EPA normal (the vertices on their
-  support planes, MuJoCo's simplex dimensions) give candidate polygons; two facing each other
-  within mjFACE_TOL are clipped (Sutherland-Hodgman in MuJoCo's vertex order, then the points
-  below the clipping face; beyond 4 MuJoCo's polygonQuad), else an edge of the lower-dimensional
-  feature lying in a candidate polygon of the other within mjEDGE_TOL is clipped (its two
-  farthest points): `MULTI` = 4 slots, the EPA contact in the first where nothing is clipped.
-  MuJoCo 4.0.0 picks another quadrilateral than its source at some poses with more than 4
-  clipped points (same count and normal). With a margin MuJoCo re-runs the collider on rotated
-  geoms instead (as for capsule- and cylinder-mesh): not reproduced (one contact; options_check
-  warns).
+- capsule, cylinder, box and mesh against a mesh with `multiccd` (MuJoCo's default): the contacts
+  of touching faces and edges (`collision.multicontact`), up to 4 (2 for a capsule).
 
 The hull's vertex lists are static (numpy, padded per pair group with a repeated hull vertex, so
 the support is unchanged); the vertex coordinates are the `System.mesh_vert` leaf, gathered every
@@ -50,6 +41,7 @@ from brax_physics._src.collision.convex import (
     shape_envelope,
     shape_search,
 )
+from brax_physics._src.collision import multicontact
 from brax_physics._src.collision.primitives import NO_CONTACT, _first_k, make_frame
 
 MESH = int(mjtGeom.mjGEOM_MESH)
@@ -64,9 +56,6 @@ NCON: dict[tuple[int, int], int] = {
 }
 """Contact slots K per (type1, type2) pair with a mesh (type1 <= type2), multiccd disabled."""
 
-_BOX = int(mjtGeom.mjGEOM_BOX)
-MULTICCD_PAIRS = ((_BOX, MESH), (MESH, MESH))
-"""Pairs that get `MULTI` slots (face-face polygon clipping) with multiccd enabled."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -370,27 +359,27 @@ def collide_group(sys: Any, g: Any, geom_xpos: jax.Array, geom_xmat: jax.Array, 
         shape1, data1 = primitive_shape(g.type1), sys.geom_size[i1]
     rounded = g.type1 in ROUNDED_TYPES
     search = shape_search(shape1, p1, r1, data1, mesh_shape, p2, r2, v2, detect, ~skip, rounded, iters, tol)
-    if g.ncon_per_pair == MULTI:  # multiccd: face-face contacts of box-mesh and mesh-mesh
+    if g.ncon_per_pair > 1:  # multiccd: MuJoCo's contacts of touching faces and edges
         tab2 = _poly_group(meshes, m2)
-        box1 = g.type1 == _BOX
-        tab1 = tab2 if box1 else _poly_group(meshes, dataid[i1])  # (unused for a box)
+        tab1 = _poly_group(meshes, dataid[i1]) if g.type1 == MESH else tab2  # (unused for primitives)
+        k = g.ncon_per_pair
+
+        def features(gtype: int, pos: jax.Array, mat: jax.Array, data: Any, tab: tuple[jax.Array, ...],
+                     d: jax.Array, tol: jax.Array) -> multicontact.Features:
+            if gtype == MESH:
+                return multicontact.polytope_features(multicontact.mesh_polytope(pos, mat, data, *tab), d, tol)
+            return multicontact.primitive_features(gtype, pos, mat, data, d, tol)
 
         def multi(pos1: jax.Array, mat1: jax.Array, d1: Any, t1: tuple[jax.Array, ...], pos2: jax.Array,
                   mat2: jax.Array, d2: jax.Array, t2: tuple[jax.Array, ...], margin: jax.Array,
                   searched: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array, jax.Array]:
             dist, pos, n = shape_envelope(shape1, pos1, mat1, d1, mesh_shape, pos2, mat2, d2, *searched)
-            q1 = _box_polytope(pos1, mat1, d1) if box1 else _mesh_polytope(pos1, mat1, d1, *t1)
-            q2 = _mesh_polytope(pos2, mat2, d2, *t2)
-            b1 = safe_norm(d1) if box1 else jnp.max(safe_norm(d1, axis=-1))
-            feat_tol = _FEATURE_TOL * jax.lax.stop_gradient(b1 + jnp.max(safe_norm(d2, axis=-1)))
-            found, fd, fpos, fn, valid = _contacts(q1, q2, n, feat_tol)
-            # MuJoCo clips faces only for penetrating pairs without a margin (else: one contact)
-            use = found & (dist < 0) & (margin == 0)
-            one_d = jnp.concatenate([dist[None], jnp.full(MULTI - 1, NO_CONTACT, dist.dtype)])
-            d = jnp.where(use, jnp.where(valid, fd, NO_CONTACT), one_d)
-            p = jnp.where(use, fpos, jnp.broadcast_to(pos, (MULTI, 3)))
-            nn = jnp.where(use, fn, n)
-            return d, p, make_frame(jnp.broadcast_to(nn, (MULTI, 3)))
+            b1 = (jnp.max(safe_norm(d1, axis=-1)) if g.type1 == MESH
+                  else multicontact.bound(g.type1, d1))
+            tol = multicontact.FEATURE_TOL * jax.lax.stop_gradient(b1 + jnp.max(safe_norm(d2, axis=-1)))
+            f1 = features(g.type1, pos1, mat1, d1, t1, n, tol)
+            f2 = features(MESH, pos2, mat2, d2, t2, -n, tol)
+            return multicontact.select(dist, pos, n, margin, multicontact.contacts(f1, f2, n, margin), k)
 
         return jax.vmap(multi)(p1, r1, data1, tab1, p2, r2, v2, tab2, detect, search)
 
@@ -400,246 +389,3 @@ def collide_group(sys: Any, g: Any, geom_xpos: jax.Array, geom_xmat: jax.Array, 
         return dist[None], pos[None], make_frame(n)[None]
 
     return jax.vmap(one)(p1, r1, data1, p2, r2, v2, search)
-
-
-
-# ----------------------------------------------------------------------------------------------
-# multiccd: face-face contacts of box-mesh and mesh-mesh pairs (MuJoCo's multicontact)
-
-MULTI = 4
-"""Contact slots of a box-mesh or mesh-mesh pair with multiccd enabled."""
-_FACE_TOL = 0.996  # MuJoCo's mjFACE_TOL: faces are aligned when their normals' dot is below -this
-_EDGE_TOL = 0.0888  # MuJoCo's mjEDGE_TOL: an edge lies in a face when |edge . normal| is below this
-_MINVAL = 1e-15
-_FEATURE_TOL = 1e-4  # vertices this close (relative to the pair's size) to the support plane tie
-
-# box faces in MuJoCo's boxFace order (+x, -x, +y, -y, +z, -z), vertices clockwise about the normal
-_BOX_FACES = np.array([
-    [[1, 1, 1], [1, 1, -1], [1, -1, -1], [1, -1, 1]],
-    [[-1, 1, -1], [-1, 1, 1], [-1, -1, 1], [-1, -1, -1]],
-    [[-1, 1, -1], [1, 1, -1], [1, 1, 1], [-1, 1, 1]],
-    [[-1, -1, 1], [1, -1, 1], [1, -1, -1], [-1, -1, -1]],
-    [[-1, 1, 1], [1, 1, 1], [1, -1, 1], [-1, -1, 1]],
-    [[1, 1, -1], [-1, 1, -1], [-1, -1, -1], [1, -1, -1]],
-], np.float64)
-
-
-class _Faces(NamedTuple):
-    """A geom's polygons in the world: vertices (F, V, 3) (clockwise about the outward normal,
-    padded with the first), counts (F,) (0: padding), outward unit normals (F, 3)."""
-
-    vert: jax.Array
-    num: jax.Array
-    normal: jax.Array
-
-
-def _newell(vert: jax.Array) -> jax.Array:
-    """Outward unit normals (F, 3) of clockwise polygons (F, V, 3) (Newell's method)."""
-    s = jnp.sum(jnp.cross(vert, jnp.roll(vert, -1, axis=1)), axis=1)
-    return -s / jnp.maximum(safe_norm(s, axis=-1), 1e-12)[:, None]
-
-
-def _box_faces(pos: jax.Array, mat: jax.Array, size: jax.Array) -> _Faces:
-    vert = pos[None, None, :] + (jnp.asarray(_BOX_FACES, size.dtype) * size[None, None, :]) @ mat.T
-    return _Faces(vert, jnp.full(6, 4, jnp.int32), _newell(vert))
-
-
-def _mesh_faces(pos: jax.Array, mat: jax.Array, verts: jax.Array, poly: jax.Array, num: jax.Array) -> _Faces:
-    vert = pos[None, None, :] + verts[poly] @ mat.T
-    return _Faces(vert, num, _newell(vert))
-
-
-def _quad_jax(p: jax.Array, n: jax.Array) -> jax.Array:
-    """Indices (4,) of MuJoCo's polygonQuad (greedy maximum-area quadrilateral) of the polygon
-    p[:n] (n >= 4); a while loop over MuJoCo's nested loops as a small state machine."""
-    p = jax.lax.stop_gradient(p)
-    n = n.astype(jnp.int32)
-
-    def nxt(i: jax.Array) -> jax.Array:
-        return jnp.where(i >= n - 1, 0, i + 1).astype(jnp.int32)
-
-    def area(a: jax.Array, b: jax.Array, c: jax.Array, d: jax.Array) -> jax.Array:
-        pa, pb, pc, pd = p[a], p[b], p[c], p[d]
-        return 0.5 * safe_norm(jnp.cross(pd - pa, pb - pd) + jnp.cross(pc - pb, pa - pc))
-
-    def cond(s: tuple[jax.Array, ...]) -> jax.Array:
-        return s[0] < n
-
-    def body(s: tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
-        a, b, c, d, phase, m, res = s
-        cand = jnp.stack([jnp.stack([a, b, c, nxt(d)]), jnp.stack([a, b, nxt(c), d]),
-                          jnp.stack([a, nxt(b), c, d])])
-        q = cand[jnp.clip(phase, 0, 2)]
-        na = area(q[0], q[1], q[2], q[3])
-        up = (phase < 3) & (na > m)
-        # phase 3: the end of one pass of a (MuJoCo's b == a, c == b, d == c bumps)
-        b3 = jnp.where(b == a, nxt(b), b)
-        c3 = jnp.where((b == a) & (c == b3), nxt(c), c)
-        d3 = jnp.where((b == a) & (c == b3) & (d == c3), nxt(d), d)
-        end = phase == 3
-        later = jnp.where(phase == 1, jnp.where(up, 1, 2), jnp.where(up, 2, 0))
-        nphase = jnp.where(end, 0, jnp.where(phase == 0, jnp.where(up, 1, 3), later))
-        out = (jnp.where(end, a + 1, a), jnp.where(end, b3, jnp.where(up, q[1], b)),
-               jnp.where(end, c3, jnp.where(up, q[2], c)), jnp.where(end, d3, jnp.where(up, q[3], d)),
-               nphase, jnp.where(up, q, res))
-        a, b, c, d, nphase, res = (x.astype(jnp.int32) for x in out)
-        return a, b, c, d, nphase, jnp.where(up, na, m), res
-
-    i = [jnp.asarray(k, jnp.int32) for k in range(4)]
-    init: tuple[jax.Array, ...] = (i[0], i[1], i[2], i[3], jnp.zeros((), jnp.int32), area(*i),
-                                   jnp.arange(4, dtype=jnp.int32))
-    return jax.lax.while_loop(cond, body, init)[-1]
-
-
-def _clip(f1: jax.Array, k1: jax.Array, n1: jax.Array, f2: jax.Array, k2: jax.Array
-          ) -> tuple[jax.Array, jax.Array]:
-    """MuJoCo's polygonClip: polygon f2[:k2] clipped (Sutherland-Hodgman, in MuJoCo's vertex order)
-    by the side planes of polygon f1[:k1] (normal n1), then pruned to the vertices not above f1's
-    plane. Returns the vertices (B, 3) (compacted to the front) and their count."""
-    v1, v2 = f1.shape[0], f2.shape[0]
-    size = v1 + v2  # each clipping plane adds at most one vertex to a convex polygon
-    poly = jnp.concatenate([f2, jnp.broadcast_to(f2[:1], (v1, 3))])
-    cnt = k2
-    idx = jnp.arange(size)
-    for e in range(v1):
-        a = f1[e]
-        b = f1[jnp.where(e + 1 < k1, e + 1, 0)]
-        cr = jnp.cross(b - a, n1)
-        pn = cr / jnp.maximum(safe_norm(cr), 1e-12)
-        q = poly[jnp.where(idx < cnt - 1, idx + 1, 0)]
-        in1 = (poly - a[None, :]) @ pn > -_MINVAL
-        in2 = (q - a[None, :]) @ pn > -_MINVAL
-        pq = q - poly
-        den = pq @ pn
-        ok = den != 0
-        t = (jnp.dot(pn, a) - poly @ pn) / jnp.where(ok, den, 1.0)
-        x = poly + t[:, None] * pq
-        live = idx < cnt
-        xval = live & (in1 != in2) & ok & (t >= 0) & (t <= 1)
-        qval = live & in2
-        pts = jnp.stack([x, q], axis=1).reshape(2 * size, 3)
-        val = jnp.stack([xval, qval], axis=1).reshape(2 * size)
-        order = jnp.argsort(~val, stable=True)[:size]
-        use = e < k1
-        poly = jnp.where(use, pts[order], poly)
-        cnt = jnp.where(use, jnp.minimum(jnp.sum(val), size), cnt)
-    depth = (poly - f1[:1]) @ n1
-    keep = (idx < cnt) & (depth <= 0)
-    order = jnp.argsort(~keep, stable=True)
-    return poly[order], jnp.sum(keep)
-
-
-class _Polytope(NamedTuple):
-    """A box or mesh hull in the world: vertices (H, 3) with a mask (H,) (padding), its polygons,
-    and its edges (E, 2) (vertex ids) with a mask (E,)."""
-
-    vert: jax.Array
-    vmask: jax.Array
-    faces: _Faces
-    edge: jax.Array
-    emask: jax.Array
-
-
-_BOX_CORNERS = np.array([[1 if v & 1 else -1, 1 if v & 2 else -1, 1 if v & 4 else -1] for v in range(8)],
-                        np.float64)
-_BOX_EDGES = np.array([(a, a | b) for a in range(8) for b in (1, 2, 4) if not a & b], np.int32)
-
-
-def _box_polytope(pos: jax.Array, mat: jax.Array, size: jax.Array) -> _Polytope:
-    vert = pos[None, :] + (jnp.asarray(_BOX_CORNERS, size.dtype) * size[None, :]) @ mat.T
-    return _Polytope(vert, jnp.ones(8, bool), _box_faces(pos, mat, size), jnp.asarray(_BOX_EDGES),
-                     jnp.ones(12, bool))
-
-
-def _mesh_polytope(pos: jax.Array, mat: jax.Array, verts: jax.Array, poly: jax.Array,
-                   num: jax.Array, vmask: jax.Array, edge: jax.Array, emask: jax.Array) -> _Polytope:
-    faces = _mesh_faces(pos, mat, verts, poly, num)
-    return _Polytope(pos[None, :] + verts @ mat.T, vmask, faces, edge, emask)
-
-
-def _feature(p: _Polytope, n: jax.Array, tol: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The feature of a polytope deepest along n (constants): its vertices (H,) (within `tol` of
-    the support plane), their number capped at 3 (MuJoCo's simplex dimension) and the polygons
-    (F,) that contain them all (MuJoCo's candidate faces)."""
-    vert = jax.lax.stop_gradient(p.vert)
-    sv = jnp.where(p.vmask, vert @ n, -jnp.inf)
-    tied = p.vmask & (sv >= jnp.max(sv) - tol)
-    dim = jnp.minimum(jnp.sum(tied), 3)
-    fv = jax.lax.stop_gradient(p.faces.vert[:, 0])
-    fn = jax.lax.stop_gradient(p.faces.normal)
-    off = jnp.abs(vert @ fn.T - jnp.sum(fv * fn, axis=1)[None, :])  # (H, F)
-    cand = (p.faces.num >= 3) & jnp.all(~tied[:, None] | (off <= tol), axis=0)
-    return tied, dim, cand
-
-
-def _edges_at(p: _Polytope, tied: jax.Array, dim: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Unit directions (E, 3) of the edges at a vertex or edge feature and their mask (E,)."""
-    a, b = tied[p.edge[:, 0]], tied[p.edge[:, 1]]
-    ok = p.emask & jnp.where(dim >= 2, a & b, a | b)
-    e = jax.lax.stop_gradient(p.vert[p.edge[:, 1]] - p.vert[p.edge[:, 0]])
-    return e / jnp.maximum(safe_norm(e, axis=-1), 1e-12)[:, None], ok
-
-
-def _contacts(p1: _Polytope, p2: _Polytope, n: jax.Array, tol: jax.Array
-              ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
-    """MuJoCo's multicontact from the contact normal n (geom 1 to geom 2): the features of both
-    geoms along n; a polygon of each facing the other within mjFACE_TOL gives the clipped polygon
-    (up to 4 points: MuJoCo's polygonQuad beyond); else an edge of the lower-dimensional feature
-    lying in a candidate polygon of the other within mjEDGE_TOL gives the clipped edge (up to 2
-    points). Returns found (), dist (4,), pos (4, 3), normal (3,) and valid (4,)."""
-    n = jax.lax.stop_gradient(n)
-    tied1, dim1, cand1 = _feature(p1, n, tol)
-    tied2, dim2, cand2 = _feature(p2, -n, tol)
-    fn1 = jax.lax.stop_gradient(p1.faces.normal)
-    fn2 = jax.lax.stop_gradient(p2.faces.normal)
-    dots = jnp.where(cand1[:, None] & cand2[None, :], fn1 @ fn2.T, jnp.inf)
-    best = jnp.argmin(dots)
-    fi, fj = best // dots.shape[1], best % dots.shape[1]
-    face_face = dots[fi, fj] < -_FACE_TOL
-    # edge of geom 1 in a face of geom 2, or edge of geom 2 in a face of geom 1
-    e1, ok1 = _edges_at(p1, tied1, dim1)
-    e2, ok2 = _edges_at(p2, tied2, dim2)
-    a1 = jnp.where(ok1[:, None] & cand2[None, :], jnp.abs(e1 @ fn2.T), jnp.inf)  # (E1, F2)
-    a2 = jnp.where(ok2[:, None] & cand1[None, :], jnp.abs(e2 @ fn1.T), jnp.inf)  # (E2, F1)
-    b1, b2 = jnp.argmin(a1), jnp.argmin(a2)
-    edge1 = (dim1 < 3) & (dim1 <= dim2)
-    edge2 = ~edge1 & (dim2 < 3)
-    found1 = edge1 & (a1.reshape(-1)[b1] < _EDGE_TOL)
-    found2 = edge2 & (a2.reshape(-1)[b2] < _EDGE_TOL)
-    ei1, ef2 = b1 // a1.shape[1], b1 % a1.shape[1]
-    ei2, ef1 = b2 // a2.shape[1], b2 % a2.shape[1]
-    # the clipping face (fa of geom a) and the clipped polygon (a face or an edge of the other)
-    use1 = ~face_face & found1  # geom 1's edge clipped by geom 2's face
-    v1, v2 = p1.faces.vert.shape[1], p2.faces.vert.shape[1]
-    width = max(v1, v2)
-
-    def padv(f: jax.Array) -> jax.Array:
-        return jnp.concatenate([f, jnp.broadcast_to(f[:1], (width - f.shape[0], 3))])
-
-    f1 = jnp.where(face_face, fi, ef1)  # geom 1's clipping face unless its edge is clipped
-    clip_face = jnp.where(use1, padv(p2.faces.vert[ef2]), padv(p1.faces.vert[f1]))
-    clip_num = jnp.where(use1, p2.faces.num[ef2], p1.faces.num[f1])
-    clip_n = jnp.where(use1, p2.faces.normal[ef2], p1.faces.normal[f1])
-    face2 = padv(p2.faces.vert[fj])
-    edge_pts1 = padv(p1.vert[p1.edge[ei1]])
-    edge_pts2 = padv(p2.vert[p2.edge[ei2]])
-    clipped = jnp.where(face_face, face2, jnp.where(use1, edge_pts1, edge_pts2))
-    clipped_num = jnp.where(face_face, p2.faces.num[fj], 2)
-    poly, cnt = _clip(clip_face, clip_num, clip_n, clipped, clipped_num)
-    # the two most distant points of a clipped edge
-    pc = jax.lax.stop_gradient(poly)
-    live = jnp.arange(poly.shape[0]) < cnt
-    d2 = jnp.where(live[:, None] & live[None, :], jnp.sum((pc[:, None] - pc[None, :]) ** 2, axis=-1), -1.0)
-    far = jnp.argmax(jnp.triu(d2 + 1.0, 1).reshape(-1))
-    far_pair = jnp.stack([far // d2.shape[1], far % d2.shape[1], 0, 0]).astype(jnp.int32)
-    sel = jnp.where(face_face, jnp.where(cnt > MULTI, _quad_jax(poly, cnt), jnp.arange(MULTI)),
-                    jnp.where(cnt > 2, far_pair, jnp.arange(MULTI)))
-    nvalid = jnp.where(face_face, jnp.minimum(cnt, MULTI), jnp.minimum(cnt, 2))
-    valid = jnp.arange(MULTI) < nvalid
-    p = poly[sel]
-    d = (p - clip_face[:1]) @ clip_n
-    # points on the clipped feature; the normal points from geom 1 to geom 2
-    normal = jnp.where(face_face, -p2.faces.normal[fj], jnp.where(use1, -clip_n, clip_n))
-    pos = p + 0.5 * jnp.abs(d)[:, None] * jnp.where(use1, -normal, normal)[None, :]
-    found = (face_face | found1 | found2) & (cnt > 0)
-    return found, d, pos, normal, valid

@@ -1,11 +1,10 @@
 """Convex mesh geoms against MuJoCo C: every pair with a mesh, rays, resting and tracking scenes, gradients.
 
-MuJoCo's `multiccd` (on by default) clips touching faces of box-mesh and mesh-mesh pairs into up
-to 4 contacts (the `test_multiccd_*` tests, MuJoCo's defaults); the single-contact comparisons of
-every pair run with multiccd disabled, where MuJoCo's contacts are exactly what GJK/EPA gives.
-Capsule- and cylinder-mesh pairs keep one contact (MuJoCo's rotated re-runs are not reproduced:
-options_check warns). Plane-mesh, sphere-mesh and ellipsoid-mesh are compared under MuJoCo's
-defaults.
+MuJoCo's `multiccd` (on by default) turns touching faces and edges of capsule-, cylinder-, box- and
+mesh-mesh pairs into up to 4 contacts (the `test_multiccd_*` tests, MuJoCo's defaults; the rules
+are collision.multicontact's); the single-contact comparisons of every pair run with multiccd
+disabled, where MuJoCo's contacts are exactly what GJK/EPA gives. Plane-mesh, sphere-mesh and
+ellipsoid-mesh are compared under MuJoCo's defaults.
 """
 
 from __future__ import annotations
@@ -111,22 +110,19 @@ def test_convex_mesh_pairs_match_mujoco(t1: str, margin: float) -> None:
             np.testing.assert_allclose(u["frame"][0], c["frame"][0], atol=ntol, err_msg=f"pose {b}")
 
 
-def test_multiccd_pairs_warn_and_keep_one_contact() -> None:
-    m = pair_model("capsule", 0.0)
-    m.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_MULTICCD)
-    with pytest.warns(bp.OptionWarning, match="multiccd.*capsule-mesh"):
-        sys = bp.from_mjmodel(m)
-    assert [g.ncon_per_pair for g in sys.contact_pairs.groups] == [1]
-    # plane, sphere and ellipsoid pairs are what MuJoCo gives by default, box- and mesh-mesh are
-    # clipped (4 slots; one with multiccd disabled): no warning
-    for t1 in ("sphere", "box", "mesh"):
+def test_multiccd_slots_per_mesh_pair() -> None:
+    """Under multiccd (MuJoCo's default) a capsule-mesh pair gets 2 slots (its segment clipped),
+    cylinder-, box- and mesh-mesh 4 (a clipped face), a sphere-mesh pair 1; none warns. With
+    multiccd disabled every pair keeps its one GJK/EPA contact."""
+    for t1, k in (("sphere", 1), ("capsule", 2), ("cylinder", 4), ("box", 4), ("mesh", 4)):
         m = pair_model(t1, 0.0)
         m.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_MULTICCD)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             sys = bp.from_mjmodel(m)
-        assert [g.ncon_per_pair for g in sys.contact_pairs.groups] == [4 if t1 != "sphere" else 1]
-    assert [g.ncon_per_pair for g in bp.from_mjmodel(pair_model("mesh", 0.0)).contact_pairs.groups] == [1]
+        assert [g.ncon_per_pair for g in sys.contact_pairs.groups] == [k], t1
+        m.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_MULTICCD)
+        assert [g.ncon_per_pair for g in bp.from_mjmodel(m).contact_pairs.groups] == [1], t1
 
 
 SLAB = mesh_asset("slab", np.array([[x, y, z] for x in (-.5, .5) for y in (-.5, .5) for z in (-.05, 0)]))

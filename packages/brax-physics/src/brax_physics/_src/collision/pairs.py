@@ -15,8 +15,9 @@ import numpy as np
 
 from brax_physics._src.collision.convex import COLLIDERS, CONVEX_PAIRS
 from brax_physics._src.collision.hfield import HFIELD_PAIRS, group_patch
-from brax_physics._src.collision.mesh import MULTI, MULTICCD_PAIRS, unsupported_meshes
+from brax_physics._src.collision.mesh import unsupported_meshes
 from brax_physics._src.collision.mesh import NCON as MESH_NCON
+from brax_physics._src.collision.multicontact import NCON as MULTICCD_NCON
 from brax_physics._src.mjenum import keyword
 
 
@@ -156,7 +157,7 @@ def collision_pairs(m: mujoco.MjModel) -> CollisionPairs:
     ncon = {**{k: v[1] for k, v in COLLIDERS.items()}, **MESH_NCON}
     flat = (int(mujoco.mjtGeom.mjGEOM_PLANE), int(mujoco.mjtGeom.mjGEOM_HFIELD))
     if not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_MULTICCD:
-        ncon.update({k: MULTI for k in MULTICCD_PAIRS})  # face-face clipping (mesh.collide_group)
+        ncon.update(MULTICCD_NCON)  # touching faces and edges (collision.multicontact)
 
     def add(g1: int, g2: int, pair_id: int) -> None:
         if gtype[g1] > gtype[g2]:
