@@ -164,18 +164,6 @@ def _convex_search(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, dete
     return {gi: tuple(x[end - g.npair:end] for x in found) for (gi, g), end in zip(chosen, ends, strict=True)}
 
 
-def _multi(type1: int, type2: int, k: int, pos1: jax.Array, mat1: jax.Array, size1: jax.Array,
-           pos2: jax.Array, mat2: jax.Array, size2: jax.Array, margin: jax.Array, dist: jax.Array,
-           pos: jax.Array, n: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """The k contact slots of a primitive pair under multiccd from its GJK/EPA contact (dist,
-    pos, normal n)."""
-    tol = multicontact.FEATURE_TOL * jax.lax.stop_gradient(
-        multicontact.bound(type1, size1) + multicontact.bound(type2, size2))
-    f1 = multicontact.primitive_features(type1, pos1, mat1, size1, n, tol)
-    f2 = multicontact.primitive_features(type2, pos2, mat2, size2, -n, tol)
-    return multicontact.select(dist, pos, n, margin, multicontact.contacts(f1, f2, n, margin), k)
-
-
 def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
     """Contacts of all candidate pairs of `sys`: one vmapped collider call per pair type.
 
@@ -206,9 +194,13 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
                 data2=geom_size[i2], dist=convex[gi][0], n=convex[gi][1], c1=convex[gi][2],
                 c2=convex[gi][3])
             if k > 1:  # multiccd: the contacts of touching faces and edges
-                dist, pos, frame = jax.vmap(functools.partial(_multi, g.type1, g.type2, k))(
-                    geom_xpos[i1], geom_xmat[i1], geom_size[i1], geom_xpos[i2], geom_xmat[i2],
-                    geom_size[i2], detect, dist, pos, normal)
+                z1, z2 = geom_size[i1], geom_size[i2]
+                scale = multicontact.bound(g.type1, z1) + multicontact.bound(g.type2, z2)
+                dist, pos, frame = multicontact.collide_pairs(
+                    functools.partial(multicontact.primitive_features, g.type1), z1,
+                    functools.partial(multicontact.primitive_features, g.type2), z2,
+                    geom_xpos[i1], geom_xmat[i1], geom_xpos[i2], geom_xmat[i2], scale, detect, dist, pos,
+                    normal, k)
             else:
                 dist, pos, frame = dist[:, None], pos[:, None], make_frame(normal)[:, None]
         elif g.type1 == hfield.HFIELD and g.type2 == mesh.MESH:  # prisms against the mesh's hull

@@ -22,8 +22,9 @@ step. Geoms with a mesh that collide with nothing are in no pair group and cost 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +33,7 @@ import numpy as np
 from brax_math import safe_norm
 from mujoco import mjtGeom
 
+from brax_physics._src.collision import multicontact
 from brax_physics._src.collision.convex import (
     CONVEX_TYPES,
     ROUNDED_TYPES,
@@ -41,7 +43,6 @@ from brax_physics._src.collision.convex import (
     shape_envelope,
     shape_search,
 )
-from brax_physics._src.collision import multicontact
 from brax_physics._src.collision.primitives import NO_CONTACT, _first_k, make_frame
 
 MESH = int(mjtGeom.mjGEOM_MESH)
@@ -360,28 +361,20 @@ def collide_group(sys: Any, g: Any, geom_xpos: jax.Array, geom_xmat: jax.Array, 
     rounded = g.type1 in ROUNDED_TYPES
     search = shape_search(shape1, p1, r1, data1, mesh_shape, p2, r2, v2, detect, ~skip, rounded, iters, tol)
     if g.ncon_per_pair > 1:  # multiccd: MuJoCo's contacts of touching faces and edges
-        tab2 = _poly_group(meshes, m2)
-        tab1 = _poly_group(meshes, dataid[i1]) if g.type1 == MESH else tab2  # (unused for primitives)
-        k = g.ncon_per_pair
-
-        def features(gtype: int, pos: jax.Array, mat: jax.Array, data: Any, tab: tuple[jax.Array, ...],
-                     d: jax.Array, tol: jax.Array) -> multicontact.Features:
-            if gtype == MESH:
-                return multicontact.polytope_features(multicontact.mesh_polytope(pos, mat, data, *tab), d, tol)
-            return multicontact.primitive_features(gtype, pos, mat, data, d, tol)
-
-        def multi(pos1: jax.Array, mat1: jax.Array, d1: Any, t1: tuple[jax.Array, ...], pos2: jax.Array,
-                  mat2: jax.Array, d2: jax.Array, t2: tuple[jax.Array, ...], margin: jax.Array,
-                  searched: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array, jax.Array]:
-            dist, pos, n = shape_envelope(shape1, pos1, mat1, d1, mesh_shape, pos2, mat2, d2, *searched)
-            b1 = (jnp.max(safe_norm(d1, axis=-1)) if g.type1 == MESH
-                  else multicontact.bound(g.type1, d1))
-            tol = multicontact.FEATURE_TOL * jax.lax.stop_gradient(b1 + jnp.max(safe_norm(d2, axis=-1)))
-            f1 = features(g.type1, pos1, mat1, d1, t1, n, tol)
-            f2 = features(MESH, pos2, mat2, d2, t2, -n, tol)
-            return multicontact.select(dist, pos, n, margin, multicontact.contacts(f1, f2, n, margin), k)
-
-        return jax.vmap(multi)(p1, r1, data1, tab1, p2, r2, v2, tab2, detect, search)
+        dist, pos, n = jax.vmap(functools.partial(shape_envelope, shape1, shape2=mesh_shape))(
+            p1, r1, data1, pos2=p2, mat2=r2, data2=v2, dist=search[0], n=search[1], c1=search[2],
+            c2=search[3])
+        size2 = jnp.max(safe_norm(v2, axis=-1), axis=-1)
+        mesh2 = (v2, _poly_group(meshes, m2))
+        feat1: Any
+        if g.type1 == MESH:
+            feat1, d1 = multicontact.mesh_features, (data1, _poly_group(meshes, dataid[i1]))
+            size1 = jnp.max(safe_norm(data1, axis=-1), axis=-1)
+        else:
+            feat1, d1 = functools.partial(multicontact.primitive_features, g.type1), data1
+            size1 = multicontact.bound(g.type1, data1)
+        return multicontact.collide_pairs(feat1, d1, multicontact.mesh_features, mesh2, p1, r1, p2, r2,
+                                          size1 + size2, detect, dist, pos, n, g.ncon_per_pair)
 
     def one(pos1: jax.Array, mat1: jax.Array, d1: Any, pos2: jax.Array, mat2: jax.Array, d2: jax.Array,
             found: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array, jax.Array]:

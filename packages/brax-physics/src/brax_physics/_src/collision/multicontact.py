@@ -32,7 +32,8 @@ decided on constants (`stop_gradient`), the points move with their geoms.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +41,7 @@ import numpy as np
 from brax_math import safe_norm
 from mujoco import mjtGeom
 
+from brax_physics._src.collision.convex import run_masked
 from brax_physics._src.collision.primitives import NO_CONTACT, make_frame
 
 MULTI = 4
@@ -187,10 +189,16 @@ def capsule_features(pos: jax.Array, mat: jax.Array, size: jax.Array, d: jax.Arr
 
 
 def bound(gtype: int, size: jax.Array) -> jax.Array:
-    """A size scale of a primitive geom for `FEATURE_TOL` (its half-diagonal)."""
+    """A size scale (...) of primitive geoms of one type (sizes (..., 3)) for `FEATURE_TOL`."""
     if gtype == _BOX:
-        return safe_norm(size)
-    return size[0] + size[1] if gtype == _CAPSULE else safe_norm(size[:2])
+        return safe_norm(size, axis=-1)
+    return size[..., 0] + size[..., 1] if gtype == _CAPSULE else safe_norm(size[..., :2], axis=-1)
+
+
+def mesh_features(pos: jax.Array, mat: jax.Array, data: tuple[jax.Array, tuple[jax.Array, ...]], d: jax.Array,
+                  tol: jax.Array) -> Features:
+    """The features of a mesh hull (data: its vertices (H, 3) and `mesh_polytope`'s tables) along d."""
+    return polytope_features(mesh_polytope(pos, mat, data[0], *data[1]), d, tol)
 
 
 def primitive_features(gtype: int, pos: jax.Array, mat: jax.Array, size: jax.Array, d: jax.Array,
@@ -285,24 +293,41 @@ def clip(f1: jax.Array, k1: jax.Array, n1: jax.Array, f2: jax.Array, k2: jax.Arr
     return poly[order], jnp.sum(keep)
 
 
-def contacts(f1: Features, f2: Features, n: jax.Array, reach: jax.Array
-             ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
-    """MuJoCo's multicontact from the contact normal n (geom 1 to geom 2) and the features of geom 1
-    along n and of geom 2 along -n: a polygon of each facing the other within mjFACE_TOL gives the
-    clipped polygon (up to 4 points: MuJoCo's polygonQuad beyond); else an edge of the
-    lower-dimensional feature lying in a candidate polygon of the other within mjEDGE_TOL gives
-    the clipped edge (up to 2 points). `reach` is the margin (points up to it apart count).
-    Returns found (), dist (4,), pos (4, 3), normal (3,) and valid (4,)."""
-    n = jax.lax.stop_gradient(n)
-    fn1 = jax.lax.stop_gradient(f1.faces.normal)
-    fn2 = jax.lax.stop_gradient(f2.faces.normal)
+class Clipped(NamedTuple):
+    """A pair's multi-contact, found on constants and stored in its geoms' frames so that it can be
+    carried rigidly with them: `point` (4, 3) on geom 1 if `on1` else on geom 2, the clipping
+    plane (a point `plane` and unit normal `plane_n`) in the other geom's frame, the contact
+    `normal` (3,) (world, geom 1 to geom 2) and `shift` (3,), the world direction from a point
+    to its contact position per unit of -dist / 2."""
+
+    found: jax.Array
+    valid: jax.Array
+    on1: jax.Array
+    point: jax.Array
+    plane: jax.Array
+    plane_n: jax.Array
+    normal: jax.Array
+    shift: jax.Array
+
+
+def contacts(f1: Features, f2: Features, n: jax.Array, reach: jax.Array, pos1: jax.Array, mat1: jax.Array,
+             pos2: jax.Array, mat2: jax.Array) -> Clipped:
+    """MuJoCo's multicontact (on constants) from the contact normal n (geom 1 to geom 2) and the
+    features of geom 1 (at pos1, mat1) along n and of geom 2 along -n: a polygon of each facing the
+    other within mjFACE_TOL gives the clipped polygon (up to 4 points: MuJoCo's polygonQuad
+    beyond); else an edge of the lower-dimensional feature lying in a candidate polygon of the
+    other within mjEDGE_TOL gives the clipped edge (up to 2 points). `reach` is the margin (points
+    up to it apart count)."""
+    sg = jax.lax.stop_gradient
+    f1, f2, n, reach, pos1, mat1, pos2, mat2 = sg((f1, f2, n, reach, pos1, mat1, pos2, mat2))
+    fn1, fn2 = f1.faces.normal, f2.faces.normal
     dots = jnp.where(f1.cand[:, None] & f2.cand[None, :], fn1 @ fn2.T, jnp.inf)
     best = jnp.argmin(dots)
     fi, fj = best // dots.shape[1], best % dots.shape[1]
     face_face = dots[fi, fj] < -_FACE_TOL
 
     def unit(e: jax.Array) -> jax.Array:
-        v = jax.lax.stop_gradient(e[:, 1] - e[:, 0])
+        v = e[:, 1] - e[:, 0]
         return v / jnp.maximum(safe_norm(v, axis=-1), 1e-12)[:, None]
 
     # edge of geom 1 in a face of geom 2, or edge of geom 2 in a face of geom 1
@@ -331,34 +356,76 @@ def contacts(f1: Features, f2: Features, n: jax.Array, reach: jax.Array
     clipped_num = jnp.where(face_face, f2.faces.num[fj], 2)
     poly, cnt = clip(clip_face, clip_num, clip_n, clipped, clipped_num, reach)
     # the two most distant points of a clipped edge
-    pc = jax.lax.stop_gradient(poly)
     live = jnp.arange(poly.shape[0]) < cnt
-    d2 = jnp.where(live[:, None] & live[None, :], jnp.sum((pc[:, None] - pc[None, :]) ** 2, axis=-1), -1.0)
+    sq = jnp.sum((poly[:, None] - poly[None, :]) ** 2, axis=-1)
+    d2 = jnp.where(live[:, None] & live[None, :], sq, -1.0)
     far = jnp.argmax(jnp.triu(d2 + 1.0, 1).reshape(-1))
     far_pair = jnp.stack([far // d2.shape[1], far % d2.shape[1], 0, 0]).astype(jnp.int32)
     sel = jnp.where(face_face, jnp.where(cnt > MULTI, polygon_quad(poly, cnt), jnp.arange(MULTI)),
                     jnp.where(cnt > 2, far_pair, jnp.arange(MULTI)))
     nvalid = jnp.where(face_face, jnp.minimum(cnt, MULTI), jnp.minimum(cnt, 2))
-    valid = jnp.arange(MULTI) < nvalid
-    p = poly[sel]
-    d = (p - clip_face[:1]) @ clip_n
-    # points on the clipped feature; the normal points from geom 1 to geom 2; the contact point is
-    # midway between the point and the clipping plane
+    # points on the clipped feature (geom 1's edge, else geom 2's face or edge); the normal points
+    # from geom 1 to geom 2; the contact point is midway between the point and the clipping plane
     normal = jnp.where(face_face, -f2.faces.normal[fj], jnp.where(use1, -clip_n, clip_n))
-    pos = p - 0.5 * d[:, None] * jnp.where(use1, -normal, normal)[None, :]
-    found = (face_face | found1 | found2) & (cnt > 0)
-    return found, d, pos, normal, valid
+    pa, ma = jnp.where(use1, pos1, pos2), jnp.where(use1, mat1, mat2)
+    pb, mb = jnp.where(use1, pos2, pos1), jnp.where(use1, mat2, mat1)
+    return Clipped(
+        found=(face_face | found1 | found2) & (cnt > 0), valid=jnp.arange(MULTI) < nvalid, on1=use1,
+        point=(poly[sel] - pa[None, :]) @ ma, plane=mb.T @ (clip_face[0] - pb), plane_n=mb.T @ clip_n,
+        normal=normal, shift=jnp.where(use1, -normal, normal))
 
 
-def select(dist: jax.Array, pos: jax.Array, n: jax.Array, margin: jax.Array,
-           multi: tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array], k: int
-           ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """A pair's k contact slots (dist (k,), pos (k, 3), frame (k, 3, 3)): the multi-contact
-    (`contacts`' result) where it found one and GJK/EPA's contact (dist, pos, n) is within the
-    margin, else that one contact in the first slot."""
-    found, fd, fpos, fn, valid = multi
-    use = found & (dist < margin)
-    one = jnp.concatenate([dist[None], jnp.full(k - 1, NO_CONTACT, dist.dtype)])
-    d = jnp.where(use, jnp.where(valid[:k], fd[:k], NO_CONTACT), one)
-    p = jnp.where(use, fpos[:k], jnp.broadcast_to(pos, (k, 3)))
-    return d, p, make_frame(jnp.broadcast_to(jnp.where(use, fn, n), (k, 3)))
+def place(c: Clipped, pos1: jax.Array, mat1: jax.Array, pos2: jax.Array, mat2: jax.Array
+          ) -> tuple[jax.Array, jax.Array]:
+    """The clipped points' distances (4,) and contact positions (4, 3), carried rigidly with the
+    geoms (gradients as for GJK/EPA's witness points)."""
+    pa, ma = jnp.where(c.on1, pos1, pos2), jnp.where(c.on1, mat1, mat2)
+    pb, mb = jnp.where(c.on1, pos2, pos1), jnp.where(c.on1, mat2, mat1)
+    p = pa[None, :] + c.point @ ma.T
+    d = (p - (pb + mb @ c.plane)[None, :]) @ (mb @ c.plane_n)
+    return d, p - 0.5 * d[:, None] * c.shift[None, :]
+
+
+_CHUNK = 4  # touching pairs clipped side by side per round (see convex.run_masked)
+
+
+def collide_pairs(features1: Callable[..., Features], data1: Any, features2: Callable[..., Features],
+                  data2: Any, pos1: jax.Array, mat1: jax.Array, pos2: jax.Array, mat2: jax.Array,
+                  scale: jax.Array, margin: jax.Array, dist: jax.Array, pos: jax.Array, n: jax.Array,
+                  k: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The k contact slots of n pairs under multiccd: dist (n, k), pos (n, k, 3), frame (n, k, 3, 3).
+
+    `featuresX(pos, mat, data, d, tol)` gives a geom's `Features` along d from its per-pair data
+    `dataX` (leading n); `scale` (n,) is the pair's size for `FEATURE_TOL`; dist (n,), pos (n, 3)
+    and n (n, 3) are GJK/EPA's contact (with gradients). Only the pairs within the margin are
+    clipped (on constants, `_CHUNK` at a time); the points then move rigidly with their geoms.
+    """
+    sg = jax.lax.stop_gradient
+
+    def one(p1: jax.Array, m1: jax.Array, d1: Any, p2: jax.Array, m2: jax.Array, d2: Any, mg: jax.Array,
+            nn: jax.Array, sc: jax.Array) -> Clipped:
+        tol = FEATURE_TOL * sc
+        f1 = features1(p1, m1, d1, nn, tol)
+        f2 = features2(p2, m2, d2, -nn, tol)
+        return contacts(f1, f2, nn, mg, p1, m1, p2, m2)
+
+    npair = dist.shape[0]
+    dt = pos1.dtype
+    z3 = jnp.zeros((npair, 3), dt)
+    fill = Clipped(jnp.zeros(npair, bool), jnp.zeros((npair, MULTI), bool), jnp.zeros(npair, bool),
+                   jnp.zeros((npair, MULTI, 3), dt), z3, z3, z3, z3)
+    args = sg((pos1, mat1, data1, pos2, mat2, data2, margin, n, scale))
+    found = run_masked(one, sg(dist) < sg(margin), args, fill, _CHUNK)
+
+    def slots(c: Clipped, p1: jax.Array, m1: jax.Array, p2: jax.Array, m2: jax.Array, dist: jax.Array,
+              pos: jax.Array, n: jax.Array, margin: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        fd, fpos = place(c, p1, m1, p2, m2)
+        use = c.found & (dist < margin)
+        one_d = jnp.concatenate([dist[None], jnp.full(k - 1, NO_CONTACT, dist.dtype)])
+        d = jnp.where(use, jnp.where(c.valid[:k], fd[:k], NO_CONTACT), one_d)
+        p = jnp.where(use, fpos[:k], jnp.broadcast_to(pos, (k, 3)))
+        return d, p, make_frame(jnp.broadcast_to(jnp.where(use, c.normal, n), (k, 3)))
+
+    out: tuple[jax.Array, jax.Array, jax.Array] = jax.vmap(slots)(found, pos1, mat1, pos2, mat2, dist, pos, n,
+                                                                   margin)
+    return out

@@ -51,6 +51,9 @@ def _pose(pos: tuple[float, float, float], quat: np.ndarray) -> np.ndarray:
 
 UP = np.array([1.0, 0, 0, 0])
 LYING = _quat((1, 0, 0), 90)  # a cylinder's or capsule's axis along y
+# a lying cylinder tilted 5 and 6 degrees, its far end 0.5 mm deep
+DROP5, DROP6 = 0.0995 - 0.1 * np.sin(np.radians(5)), 0.0995 - 0.1 * np.sin(np.radians(6))
+ACROSS = _mul(_quat((0, 1, 0), -3), _quat((1, 0, 0), 45))  # a bar's edge, tilted 3 degrees
 ALONG_X = _quat((0, 1, 0), 90)
 # (name, geom 1, geom 2, poses of geom 2, MuJoCo's contact count at each)
 SCENES = [
@@ -59,12 +62,12 @@ SCENES = [
     ("cylinder lying on a box, tilted up to 5 degrees", BOX, CYL,
      [_pose((0, 0, 0.099), LYING), _pose((0, 0, 0.099), _mul(LYING, _quat((0, 0, 1), 5))),
       _pose((0, 0, 0.099), _mul(_quat((1, 0, 0), 0.5), LYING)),
-      _pose((0, 0, 0.0995 - 0.1 * np.sin(np.radians(5))), _mul(_quat((1, 0, 0), 5), LYING)),
-      _pose((0, 0, 0.0995 - 0.1 * np.sin(np.radians(6))), _mul(_quat((1, 0, 0), 6), LYING))], [2, 2, 2, 2, 1]),
+      _pose((0, 0, DROP5), _mul(_quat((1, 0, 0), 5), LYING)),
+      _pose((0, 0, DROP6), _mul(_quat((1, 0, 0), 6), LYING))], [2, 2, 2, 2, 1]),
     ("cylinder tilted 20 degrees on a box", BOX, CYL, [_pose((0, 0, 0.149), _quat((1, 0, 0), 20))], [1]),
     ("box edge on a cylinder's cap, inside and across the rim", CYL, BAR,
      [_pose((0, 0, 0.1273), _quat((1, 0, 0), 45)),
-      _pose((-0.08, 0, 0.1273 - 0.03 * np.tan(np.radians(3))), _mul(_quat((0, 1, 0), -3), _quat((1, 0, 0), 45)))],
+      _pose((-0.08, 0, 0.1273 - 0.03 * np.tan(np.radians(3))), ACROSS)],
      [2, 2]),
     ("cylinder lying on a cylinder's cap; crossed sides; parallel sides", CYL, CYL,
      [_pose((0, 0, 0.149), LYING), _pose((0.02, 0.03, 0.149), _mul(_quat((0, 0, 1), 30), LYING)),
@@ -91,7 +94,8 @@ def test_margin_contacts_of_separated_faces(margin: float) -> None:
     own (positive) distance: a cube above a mesh slab, level and tilted 2 degrees."""
     cube = '<geom type="box" size=".03 .03 .03"/>'
     slab = f'<geom type="mesh" mesh="slab" margin="{margin}"/>'
-    batch = ot.mj_batch(_model(slab, cube), [_pose((0, 0, 0.085), UP), _pose((0, 0, 0.079), _quat((1, 0, 0), 2))])
+    poses = [_pose((0, 0, 0.085), UP), _pose((0, 0, 0.079), _quat((1, 0, 0), 2))]
+    batch = ot.mj_batch(_model(slab, cube), poses)
     assert [len(c) for c in batch.contacts] == ([4, 4] if margin else [0, 2])
     assert not ot.compare_batch(batch, tol=1e-3)
     if margin:

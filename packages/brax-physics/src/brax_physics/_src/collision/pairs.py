@@ -15,8 +15,8 @@ import numpy as np
 
 from brax_physics._src.collision.convex import COLLIDERS, CONVEX_PAIRS
 from brax_physics._src.collision.hfield import HFIELD_PAIRS, group_patch
-from brax_physics._src.collision.mesh import unsupported_meshes
 from brax_physics._src.collision.mesh import NCON as MESH_NCON
+from brax_physics._src.collision.mesh import unsupported_meshes
 from brax_physics._src.collision.multicontact import NCON as MULTICCD_NCON
 from brax_physics._src.mjenum import keyword
 
