@@ -262,10 +262,15 @@ def clip(f1: jax.Array, k1: jax.Array, n1: jax.Array, f2: jax.Array, k2: jax.Arr
     count."""
     v1, v2 = f1.shape[0], f2.shape[0]
     size = v1 + v2  # each clipping plane adds at most one vertex to a convex polygon
-    poly = jnp.concatenate([f2, jnp.broadcast_to(f2[:1], (v1, 3))])
-    cnt = k2
     idx = jnp.arange(size)
-    for e in range(v1):
+
+    def compact(pts: jax.Array, val: jax.Array) -> jax.Array:
+        """The valid points of pts (m, 3) in order, at the front of a (size, 3) array."""
+        slot = jnp.where(val, jnp.cumsum(val) - 1, size)
+        return jnp.zeros((size, 3), pts.dtype).at[slot].set(pts, mode="drop")
+
+    def edge(e: jax.Array, c: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        poly, cnt = c
         a = f1[e]
         b = f1[jnp.where(e + 1 < k1, e + 1, 0)]
         cr = jnp.cross(b - a, n1)
@@ -283,14 +288,15 @@ def clip(f1: jax.Array, k1: jax.Array, n1: jax.Array, f2: jax.Array, k2: jax.Arr
         qval = live & in2
         pts = jnp.stack([x, q], axis=1).reshape(2 * size, 3)
         val = jnp.stack([xval, qval], axis=1).reshape(2 * size)
-        order = jnp.argsort(~val, stable=True)[:size]
         use = e < k1
-        poly = jnp.where(use, pts[order], poly)
-        cnt = jnp.where(use, jnp.minimum(jnp.sum(val), size), cnt)
+        return (jnp.where(use, compact(pts, val), poly),
+                jnp.where(use, jnp.minimum(jnp.sum(val), size), cnt).astype(cnt.dtype))
+
+    start = jnp.concatenate([f2, jnp.broadcast_to(f2[:1], (v1, 3))])
+    poly, cnt = jax.lax.fori_loop(0, v1, edge, (start, jnp.asarray(k2, jnp.int32)))
     depth = (poly - f1[:1]) @ n1
     keep = (idx < cnt) & (depth <= reach)
-    order = jnp.argsort(~keep, stable=True)
-    return poly[order], jnp.sum(keep)
+    return compact(poly, keep), jnp.sum(keep)
 
 
 class Clipped(NamedTuple):
