@@ -158,8 +158,9 @@ def test_multiccd_face_contacts_on_a_mesh_slab(top: str) -> None:
     """Box-mesh and mesh-mesh faces resting on a mesh slab: MuJoCo's clipped polygon (up to 4).
 
     Where more than 4 points survive the clipping (the prism's 16-gon, a mesh box over the slab's
-    edge), MuJoCo 4.0.0 picks another quadrilateral than its source's polygonQuad (ours) at some
-    poses: there the count and normals are compared, and every point must lie on the clipped face.
+    edge), MuJoCo 4.0.0 can pick another quadrilateral than ours at near-ties (see
+    collision.multicontact): there the count and normals are compared, and every point must lie on
+    the clipped face.
     """
     batch = ot.mj_batch(multiccd_model('<geom type="mesh" mesh="slab"/>', top), _resting_poses(24, 0.048))
     counts = [len(c) for c in batch.contacts]

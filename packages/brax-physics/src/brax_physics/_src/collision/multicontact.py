@@ -13,21 +13,23 @@ the clipped contact polygon, whenever the two geoms' features along the EPA norm
   its deeper end when tilted; a capsule has no face);
 - a polygon of each geom facing the other within mjFACE_TOL: geom 2's polygon clipped by the side
   planes of geom 1's (Sutherland-Hodgman in MuJoCo's vertex order), then pruned to the points not
-  farther from geom 1's plane than the margin; more than 4 left: MuJoCo's polygonQuad;
+  farther from geom 1's plane than the margin; more than 4 left: MuJoCo's polygonQuad (greedy,
+  from the first vertex) maximizing the area of the quadrilateral in polygon order (its source
+  on record measures another area; this one agrees with MuJoCo 4.0.0 far more often, and where
+  they differ it is at near-ties of the greedy walk: same count, normal and plane);
 - else an edge of the lower-dimensional feature lying in a candidate polygon of the other within
   mjEDGE_TOL: the edge clipped by that polygon (its two farthest points; one clipped point can
   appear twice, as in MuJoCo);
 - each point's distance is its own (from the clipping polygon's plane), not the EPA depth.
 
 Probed against MuJoCo 4.0.0 (its C source on record predates these rules): a cylinder on a box
-gives the cap's 4 rim points (tilted within mjFACE_TOL: each at its own depth), lying on it the
-two ends of its side line, a capsule on a cylinder's cap the two ends of its segment; with a
-margin, the same contacts for pairs separated within it. Where more than 4 points survive the
-clipping MuJoCo 4.0.0 can pick another quadrilateral than its source's polygonQuad (ours), with
-the same count, normal and plane.
+gives the cap's 4 rim points (tilted within mjFACE_TOL: each at its own depth), lying on it (tilted
+up to mjEDGE_TOL) the two ends of its side line, a box edge or a capsule across a cap's rim its
+points on the cap; with a margin, the same contacts for pairs separated within it.
 
-Everything here runs on one pair (vmapped by the callers); which feature and which branch are
-decided on constants (`stop_gradient`), the points move with their geoms.
+Only the pairs within the margin are clipped (`collide_pairs`: on constants, a few at a time, so
+pairs that do not touch cost one loop test); the points found are then carried rigidly with their
+geoms, which gives them the gradients of GJK/EPA's witness points (none through the geom sizes).
 """
 
 from __future__ import annotations
