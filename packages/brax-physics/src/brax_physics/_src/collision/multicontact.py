@@ -63,6 +63,7 @@ NCON: dict[tuple[int, int], int] = {
 _FACE_TOL = 0.996  # MuJoCo's mjFACE_TOL: faces are aligned when their normals' dot is below -this
 _EDGE_TOL = 0.0888  # MuJoCo's mjEDGE_TOL: an edge lies in a face when |edge . normal| is below this
 _MINVAL = 1e-15
+_T_TOL = 1e-5  # float32 slack of an edge's crossing parameter (MuJoCo: exactly [0, 1] in float64)
 FEATURE_TOL = 1e-4
 """Vertices this close to the support plane (relative to the pair's size) belong to one feature."""
 _SIDES = 16  # a cylinder cap's polygon
@@ -286,7 +287,7 @@ def clip(f1: jax.Array, k1: jax.Array, n1: jax.Array, f2: jax.Array, k2: jax.Arr
         t = (jnp.dot(pn, a) - poly @ pn) / jnp.where(ok, den, 1.0)
         x = poly + t[:, None] * pq
         live = idx < cnt
-        xval = live & (in1 != in2) & ok & (t >= 0) & (t <= 1)
+        xval = live & (in1 != in2) & ok & (t >= -_T_TOL) & (t <= 1 + _T_TOL)
         qval = live & in2
         pts = jnp.stack([x, q], axis=1).reshape(2 * size, 3)
         val = jnp.stack([xval, qval], axis=1).reshape(2 * size)

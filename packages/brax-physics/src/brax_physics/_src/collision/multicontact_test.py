@@ -72,9 +72,11 @@ SCENES = [
     ("cylinder lying on a cylinder's cap; crossed sides; parallel sides", CYL, CYL,
      [_pose((0, 0, 0.149), LYING), _pose((0.02, 0.03, 0.149), _mul(_quat((0, 0, 1), 30), LYING)),
       _pose((0, 0.099, 0), LYING), _pose((0.099, 0, 0), UP)], [2, 2, 2, 1]),
-    ("capsule on a cylinder's cap: lying, across the rim, tilted 6 degrees", CYL, CAP,
+    # tilted 3 degrees, both ends past the rim: one clipped point, twice (as MuJoCo)
+    ("capsule on a cylinder's cap: lying, across the rim, tilted 3 and 6 degrees", CYL, CAP,
      [_pose((0, 0, 0.1195), ALONG_X), _pose((0.05, 0, 0.1195), ALONG_X),
-      _pose((0, 0, 0.1195), _quat((0, 1, 0), 84))], [2, 2, 1]),
+      _pose((0, 0, 0.1195), _quat((0, 1, 0), 87)), _pose((0, 0, 0.1195), _quat((0, 1, 0), 84))],
+     [2, 2, 2, 1]),
     ("cylinder standing tilted, lying; capsule lying on a mesh", MESH, CYL,
      [_pose((0, 0, 0.149), _quat((1, 0, 0), 2)), _pose((0, 0, 0.099), LYING)], [4, 2]),
     ("capsule lying on a mesh", MESH, CAP, [_pose((0, 0, 0.0695), ALONG_X)], [2]),
