@@ -58,7 +58,6 @@ NCON: dict[tuple[int, int], int] = {
 """Contact slots K per (type1, type2) pair with a mesh (type1 <= type2), multiccd disabled."""
 
 
-
 @dataclasses.dataclass(frozen=True, eq=False)
 class MeshData:
     """Static structure of a model's meshes (numpy, one entry per mesh), compared by content."""

@@ -94,9 +94,9 @@ class Faces(NamedTuple):
 
 
 class Features(NamedTuple):
-    """What a geom offers the multi-contact along a direction (constants but the coordinates): its
-    polygons, which of them contain the feature, the feature's dimension (1 vertex, 2 edge, 3
-    face), and the edges at the feature (E, 2, 3) (world endpoints) with a mask (E,)."""
+    """What a geom offers the multi-contact along a direction, in the world: its polygons, which of
+    them contain the feature, the feature's dimension (1 vertex, 2 edge, 3 face), and the edges at
+    the feature (E, 2, 3) (endpoints) with a mask (E,)."""
 
     faces: Faces
     cand: jax.Array
