@@ -68,7 +68,7 @@ FEATURE_TOL = 1e-4
 """Vertices this close to the support plane (relative to the pair's size) belong to one feature."""
 _SIDES = 16  # a cylinder cap's polygon
 _CAP = np.stack([np.cos(np.arange(_SIDES) * 2 * np.pi / _SIDES),
-                 np.sin(np.arange(_SIDES) * 2 * np.pi / _SIDES)], axis=1)
+                 np.sin(np.arange(_SIDES) * 2 * np.pi / _SIDES)], axis=1)  # from angle 0, counter-clockwise
 
 # box faces in MuJoCo's boxFace order (+x, -x, +y, -y, +z, -z), vertices clockwise about the normal
 _BOX_FACES = np.array([
@@ -163,9 +163,11 @@ def cylinder_features(pos: jax.Array, mat: jax.Array, size: jax.Array, d: jax.Ar
     axis = mat[:, 2]
     c = jax.lax.stop_gradient(jnp.dot(axis, d))
     side = jnp.abs(c) < np.sqrt(0.5)
-    # caps: top (outward +axis) clockwise about +axis, bottom counter-clockwise
+    # caps from angle 0 (MuJoCo's vertex order): top (outward +axis) clockwise about +axis, bottom
+    # counter-clockwise
     ring = jnp.asarray(_CAP, size.dtype) * r
-    top = pos[None, :] + jnp.concatenate([ring[::-1], jnp.full((_SIDES, 1), h)], axis=1) @ mat.T
+    cw = jnp.roll(ring[::-1], 1, axis=0)
+    top = pos[None, :] + jnp.concatenate([cw, jnp.full((_SIDES, 1), h)], axis=1) @ mat.T
     bottom = pos[None, :] + jnp.concatenate([ring, jnp.full((_SIDES, 1), -h)], axis=1) @ mat.T
     faces = Faces(jnp.stack([top, bottom]), jnp.full(2, _SIDES, jnp.int32), jnp.stack([axis, -axis]))
     cand = ~side & jnp.stack([c > 0, c <= 0])
