@@ -61,6 +61,7 @@ def _drop_compiled() -> None:
 
 _ROOT = Path(__file__).parent.resolve()
 _TRAINING = (_ROOT / "packages" / "brax-train", _ROOT / "tests-integration")
+_NOT_TRAINING = _ROOT / "tests-integration" / "physics"  # the physics-only flows
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -71,13 +72,19 @@ def pytest_configure(config: pytest.Config) -> None:
     them, brax-train's resume tests (a resumed run against an uninterrupted one, bit for bit) differ
     in the last bit of some parameters, and the integration suite's learning bars (BC's student,
     APG's reacher) are missed. So a session that collects brax-train's or the integration tests
-    keeps XLA's default; the physics, envs, math and io tests (tolerances against MuJoCo C and
-    analytic values) take the older emitters. Set here, before any backend starts, as the paths
-    are only known now; child processes inherit it.
+    keeps XLA's default; the physics, envs, math and io tests and the physics-only integration
+    flows (tests-integration/physics: tolerances against MuJoCo C and analytic values) take the
+    older emitters. Set here, before any backend starts, as the paths are only known now; child
+    processes inherit it.
     """
     flags = os.environ["XLA_FLAGS"]
     paths = [Path(str(a).split("::")[0]).resolve() for a in config.args] or [_ROOT]
-    trains = any(p == t or t in p.parents or p in t.parents for p in paths for t in _TRAINING)
+
+    def within(p: Path, d: Path) -> bool:
+        return p == d or d in p.parents
+
+    trains = any((within(p, t) or p in t.parents) and not within(p, _NOT_TRAINING)
+                 for p in paths for t in _TRAINING)
     if not trains and "--xla_cpu_use_fusion_emitters" not in flags:
         os.environ["XLA_FLAGS"] = flags + " --xla_cpu_use_fusion_emitters=false"
 

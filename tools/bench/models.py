@@ -23,6 +23,15 @@ import numpy as np
 ASSETS = Path(__file__).resolve().parents[2] / "packages/brax-envs/src/brax_envs/envs/assets"
 N_FRAMES: dict[str, int] = {"ant": 5, "humanoid": 5}
 
+# The solver settings Google brax's ant and humanoid envs give MJX (their `backend == 'mjx'`
+# branch): Newton, 1 iteration, 4 line-search steps, Euler damping off. `brax_mjx_env` rows run
+# MJX so, as its users train; every other row runs the XML's settings (MuJoCo's defaults).
+MJX_ENV_OPT: dict[str, dict[str, int]] = {
+    name: {"solver": int(mujoco.mjtSolver.mjSOL_NEWTON), "iterations": 1, "ls_iterations": 4,
+           "disableflags": int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)}
+    for name in ("ant", "humanoid")
+}
+
 # Reacher: two 0.1 m links with 0.01 m capsule radius, hinge joints, gear 200 motors, timestep
 # 0.01 as in the standard reacher (limits dropped: contact-free pipeline comparison).
 REACHER = """

@@ -32,7 +32,7 @@ import mujoco
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from models import MODELS, N_FRAMES
+from models import MJX_ENV_OPT, MODELS, N_FRAMES
 
 Result = dict[str, Any]
 
@@ -77,8 +77,10 @@ def bench_ours(xml: str, batch: int, steps: int, repeats: int) -> tuple[float, f
     return _time_jax(rollout, (state, ctrl), repeats)
 
 
-def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str) -> tuple[float, float, int]:
-    """Google brax's `generalized`, `positional`, `spring` or `mjx` pipeline."""
+def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str,
+               opt: dict[str, int] | None = None) -> tuple[float, float, int]:
+    """Google brax's `generalized`, `positional`, `spring` or `mjx` pipeline (`opt`: MjOption
+    fields set on the model before it loads)."""
     import importlib
 
     # mujoco.mjx (imported by brax) prints optional-backend import failures to stdout, which must
@@ -90,6 +92,8 @@ def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str) -> 
     model = mujoco.MjModel.from_xml_string(xml)
     if backend == "mjx" and _mjx_lacks_solver(model):
         model.opt.solver = mujoco.mjtSolver.mjSOL_NEWTON  # MJX's own default (see the row's "solver")
+    for key, value in (opt or {}).items():
+        setattr(model.opt, key, value)
     sys_ = mjcf.load_model(model)
     q = jnp.asarray(sys_.init_q)
     qd = jnp.zeros(sys_.qd_size())
@@ -110,9 +114,13 @@ def _mjx_lacks_solver(model: mujoco.MjModel) -> bool:
     return int(model.opt.solver) == int(mujoco.mjtSolver.mjSOL_PGS)
 
 
-def _solver(backend: str, xml: str) -> str:
+def _solver(backend: str, xml: str, model_name: str) -> str:
     """The constraint solver a backend runs the model with, as the row reports it."""
     model = mujoco.MjModel.from_xml_string(xml)
+    if backend == "brax_mjx_env" and model_name in MJX_ENV_OPT:
+        o = MJX_ENV_OPT[model_name]
+        name = str(mujoco.mjtSolver(o["solver"]).name).removeprefix("mjSOL_")
+        return f"{name} (Google brax's env: {o['iterations']} iteration, {o['ls_iterations']} line search)"
     name = str(mujoco.mjtSolver(model.opt.solver).name).removeprefix("mjSOL_")
     if backend == "brax_mjx" and _mjx_lacks_solver(model):
         return f"NEWTON (MJX has no {name})"
@@ -141,14 +149,25 @@ def bench_mujoco(xml: str, batch: int, steps: int, repeats: int) -> tuple[float,
     return float("nan"), statistics.median(runs), 0
 
 
-BACKENDS: dict[str, Callable[[str, int, int, int], tuple[float, float, int]]] = {
-    "brax_physics": bench_ours,
-    "brax_generalized": lambda x, b, s, r: bench_brax(x, b, s, r, "generalized"),
-    "brax_positional": lambda x, b, s, r: bench_brax(x, b, s, r, "positional"),
-    "brax_spring": lambda x, b, s, r: bench_brax(x, b, s, r, "spring"),
-    "brax_mjx": lambda x, b, s, r: bench_brax(x, b, s, r, "mjx"),
-    "mujoco_c": bench_mujoco,
+# Each takes (xml, batch, steps, repeats, model name) and returns (compile s, run s, XLA bytes).
+BACKENDS: dict[str, Callable[[str, int, int, int, str], tuple[float, float, int]]] = {
+    "brax_physics": lambda x, b, s, r, m: bench_ours(x, b, s, r),
+    "brax_generalized": lambda x, b, s, r, m: bench_brax(x, b, s, r, "generalized"),
+    "brax_positional": lambda x, b, s, r, m: bench_brax(x, b, s, r, "positional"),
+    "brax_spring": lambda x, b, s, r, m: bench_brax(x, b, s, r, "spring"),
+    "brax_mjx": lambda x, b, s, r, m: bench_brax(x, b, s, r, "mjx"),
+    # MJX with the solver settings Google brax's env of the model gives it (models.MJX_ENV_OPT)
+    "brax_mjx_env": lambda x, b, s, r, m: bench_brax(x, b, s, r, "mjx", _env_opt(m)),
+    "mujoco_c": lambda x, b, s, r, m: bench_mujoco(x, b, s, r),
 }
+
+
+def _env_opt(model: str) -> dict[str, int]:
+    """`MJX_ENV_OPT[model]`, or an error naming the models Google brax's envs set MJX options for."""
+    if model not in MJX_ENV_OPT:
+        raise ValueError(f"brax_mjx_env: Google brax has no MJX env settings for model {model!r} "
+                         f"(only {', '.join(MJX_ENV_OPT)})")
+    return MJX_ENV_OPT[model]
 
 
 # jaxlib 0.10.x's batched LAPACK kernels (potrf, the Cholesky behind MJX's Newton solver) split the
@@ -161,7 +180,7 @@ BACKENDS: dict[str, Callable[[str, int, int, int], tuple[float, float, int]]] = 
 # LAPACK calls within a step (brax_physics._src.linalg) and runs as users run it; each row names the
 # flags it ran with.
 _CHILD_XLA_FLAGS = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
-_NEEDS_CHILD_FLAGS = frozenset({"brax_mjx"})
+_NEEDS_CHILD_FLAGS = frozenset({"brax_mjx", "brax_mjx_env"})
 
 
 def _child_env(backend: str) -> dict[str, str]:
@@ -174,7 +193,7 @@ def _child_env(backend: str) -> dict[str, str]:
 
 
 def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int,
-             timeout: float) -> tuple[float, float, int]:
+             timeout: float, model: str = "") -> tuple[float, float, int]:
     """Run one measurement in a fresh subprocess, so a run that never returns costs `timeout`, not the grid.
 
     jaxlib 0.10.2's CPU client was seen to wedge here at batch 1024 (every XLA worker and the main
@@ -184,7 +203,8 @@ def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int,
     makes no LAPACK call and was not traced; the timeout stays as the backstop. A fresh process per
     row also keeps compile caches from leaking between backends.
     """
-    job = json.dumps({"backend": backend, "xml": xml, "batch": batch, "steps": steps, "repeats": repeats})
+    job = json.dumps({"backend": backend, "xml": xml, "batch": batch, "steps": steps, "repeats": repeats,
+                      "model": model})
     try:
         proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one"], input=job, text=True,
                               capture_output=True, timeout=timeout, check=False, env=_child_env(backend))
@@ -201,7 +221,7 @@ def _one() -> None:
     """Child process of `_measure`: read one job as JSON on stdin, print [compile_s, run_s, bytes]."""
     job = json.loads(sys.stdin.read())
     warnings.filterwarnings("ignore", message="Brax System", category=UserWarning)
-    out = BACKENDS[job["backend"]](job["xml"], job["batch"], job["steps"], job["repeats"])
+    out = BACKENDS[job["backend"]](job["xml"], job["batch"], job["steps"], job["repeats"], job["model"])
     print(json.dumps(list(out)), flush=True)
 
 
@@ -242,10 +262,12 @@ def main(argv: list[str] | None = None) -> None:
                                "backend": backend, "batch": batch, "steps": args.steps,
                                "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count(),
                                "xla_flags": _child_env(backend).get("XLA_FLAGS", ""),
-                               "solver": _solver(backend, xml)}
+                               "solver": _solver(backend, xml, model)}
                 try:
+                    if backend == "brax_mjx_env":
+                        _env_opt(model)  # an error row at once for models without such settings
                     compile_s, run_s, peak = _measure(backend, xml, batch, args.steps, args.repeats,
-                                                      args.timeout)
+                                                      args.timeout, model)
                 except Exception as e:  # a peer failing on a model is a result, not a crash
                     row["error"] = f"{type(e).__name__}: {e}"[:300]
                 else:

@@ -136,7 +136,7 @@ def test_ball_in_cup_trajectory_matches_mujoco() -> None:
     """0.1 s with zero control from qpos0: the ball drops until the string's limit catches it.
 
     (Gymnasium's humanoid, the other tendon model nobody here wrote, runs in
-    tests-integration/mjcf_corpus_test.py with the same criterion.)
+    tests-integration/physics/mjcf_corpus_test.py with the same criterion.)
     """
     path = _suite("ball_in_cup")
     _, m = _model(path)

@@ -20,7 +20,7 @@ import mujoco
 import numpy as np
 import pytest
 
-ASSETS = Path(__file__).resolve().parents[1] / "packages/brax-envs/src/brax_envs/envs/assets"
+ASSETS = Path(__file__).resolve().parents[2] / "packages/brax-envs/src/brax_envs/envs/assets"
 SECONDS = 1.0
 # model -> qpos index of the torso height (free joint z, or the planar model's rootz slide)
 MODELS = {"ant": 2, "humanoid": 2, "halfcheetah": 1}
