@@ -8,7 +8,10 @@ backend's. Run with `hatch run bench:physics [--models ant,humanoid] [--batches 
 [--timeout S]`; each row runs in its own process, and one that does not finish in S seconds prints
 as an error row.
 Google brax's positional and spring pipelines approximate the model (their own contact and joint
-models); their rows are speed references only.
+models); their rows are speed references only. `brax_mjx` runs the XML's solver settings, as every
+other backend; `brax_mjx_env` runs MJX with the ones Google brax's ant and humanoid envs give it
+(1 Newton iteration, 4 line-search steps: "each engine's own settings"), and only for those models
+unless asked for by name.
 """
 
 from __future__ import annotations
@@ -247,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.backends.split(","):
         if name not in BACKENDS:
             ap.error(f"--backends: unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
+    default_backends = args.backends == ap.get_default("backends")
     # Google brax warns on every load that it is unmaintained; the lines here are the output.
     warnings.filterwarnings("ignore", message="Brax System", category=UserWarning)
     device = jax.devices()[0]
@@ -258,6 +262,8 @@ def main(argv: list[str] | None = None) -> None:
             ours: float | None = None  # brax_physics runs first when listed, so each row prints as it ends
             backends = sorted(args.backends.split(","), key=lambda b: b != "brax_physics")
             for backend in backends:
+                if backend == "brax_mjx_env" and model not in MJX_ENV_OPT and default_backends:
+                    continue
                 row: Result = {"model": model + (f" ({override.strip()})" if override else ""),
                                "backend": backend, "batch": batch, "steps": args.steps,
                                "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count(),
