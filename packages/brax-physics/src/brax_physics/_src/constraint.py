@@ -264,7 +264,7 @@ def impedance(solimp: jax.Array, r: jax.Array) -> jax.Array:
         return jnp.where(pos, jnp.where(pos, base, 1.0) ** e, 0.0)
 
     # x**p / mid**(p-1) below mid, 1 - (1-x)**p / (1-mid)**(p-1) above: the branch's operands are
-    # selected first, so each row takes two powers, not four (pow is the costliest op of the rows)
+    # selected first, so each row takes two powers, not four (pow is dear on XLA:CPU)
     lo = x <= mid
     part = power(jnp.where(lo, x, 1 - x), p) / jnp.where(lo, mid, 1 - mid) ** (p - 1)
     y = jnp.where(p == 1, x, jnp.where(lo, part, 1 - part))
