@@ -8,7 +8,9 @@ call runs matrix by matrix:
 `spd_solve` (the Newton solver's, several per step) factors by a right-looking Cholesky unrolled
 over columns, and it and `cho_solve` substitute row by row in a `fori_loop`. `cholesky`, once per
 step for the mass matrix, stays LAPACK: there the unrolled factor cost more compile time than it
-saved at run time (measurements in CHANGELOG.md).
+saved at run time (measurements in CHANGELOG.md). Above `UNROLL_MAX_N`, from
+`SUBSTITUTE_MIN_BATCH` on, the factor is LAPACK's and the substitution the same batch-last loop
+on the transposed factor: LAPACK's triangular solves also go matrix by matrix.
 
 Batched LAPACK calls must never run two at a time: jaxlib 0.10's CPU kernels split a large batch
 over XLA's intra-op thread pool and block their own pool thread until the pieces finish; once as
@@ -50,6 +52,9 @@ UNROLL_MAX_N = 16
 # whole-array operations are not (a single ant env steps faster with LAPACK). Batches up to 128
 # were never seen to hang, and the pipeline chains its LAPACK calls regardless.
 UNROLL_MIN_BATCH = 8
+# Above UNROLL_MAX_N, smallest batch for the batch-last substitution (on LAPACK's factor, moved to
+# batch-last): below it LAPACK's two triangular solves per system cost less than the loop's trips.
+SUBSTITUTE_MIN_BATCH = 64
 
 
 def _factor_columns(a: jax.Array) -> jax.Array:
@@ -146,14 +151,29 @@ def _spd_solve_p(a: jax.Array, b: jax.Array) -> jax.Array:
     return _solve_with(_factor(a), b)
 
 
+def _lowering(n: int, axis_size: int) -> str:
+    """How a batch of `axis_size` systems of size `n` is solved under vmap (see the module docstring)."""
+    if n <= UNROLL_MAX_N:
+        return "columns" if axis_size >= UNROLL_MIN_BATCH else "lapack"
+    return "substitute" if axis_size >= SUBSTITUTE_MIN_BATCH else "lapack"
+
+
+def _substitute_front(low: jax.Array, b: jax.Array) -> jax.Array:
+    """(B, n) solves given factors `low` (B, n, n) and right sides `b` (B, n), batch first, by `_substitute`."""
+    return jnp.moveaxis(_substitute(jnp.moveaxis(low, 0, -1), jnp.moveaxis(b, 0, -1)), -1, 0)
+
+
 @_spd_solve_p.def_vmap
 def _spd_solve_vmap(axis_size: int, in_batched: list[bool], a: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
-    if a.shape[-1] > UNROLL_MAX_N or axis_size < UNROLL_MIN_BATCH:
-        a, b = _batch_front(axis_size, in_batched, a, b)
-        return jax.vmap(lambda m, r: _solve_with(_factor(m), r))(a, b), True
-    a, b = _batch_last(axis_size, in_batched, a, b)
-    return jnp.moveaxis(_substitute(_factor_columns(a), b), -1, 0), True
+    how = _lowering(a.shape[-1], axis_size)
+    if how == "columns":
+        a, b = _batch_last(axis_size, in_batched, a, b)
+        return jnp.moveaxis(_substitute(_factor_columns(a), b), -1, 0), True
+    a, b = _batch_front(axis_size, in_batched, a, b)
+    if how == "substitute":
+        return _substitute_front(jax.vmap(_lapack_factor)(a), b), True
+    return jax.vmap(lambda m, r: _solve_with(_factor(m), r))(a, b), True
 
 
 @custom_batching.custom_vmap
@@ -164,10 +184,14 @@ def _cho_solve_p(low: jax.Array, b: jax.Array) -> jax.Array:
 @_cho_solve_p.def_vmap
 def _cho_solve_vmap(axis_size: int, in_batched: list[bool], low: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
-    if low.shape[-1] > UNROLL_MAX_N or axis_size < UNROLL_MIN_BATCH:
-        return jax.vmap(_solve_with)(*_batch_front(axis_size, in_batched, low, b)), True
-    low, b = _batch_last(axis_size, in_batched, low, b)
-    return jnp.moveaxis(_substitute(low, b), -1, 0), True
+    how = _lowering(low.shape[-1], axis_size)
+    if how == "columns":
+        low, b = _batch_last(axis_size, in_batched, low, b)
+        return jnp.moveaxis(_substitute(low, b), -1, 0), True
+    low, b = _batch_front(axis_size, in_batched, low, b)
+    if how == "substitute":
+        return _substitute_front(low, b), True
+    return jax.vmap(_solve_with)(low, b), True
 
 
 def _matvec(a: jax.Array, x: jax.Array) -> jax.Array:

@@ -116,6 +116,22 @@ def test_batched_lowering_has_no_lapack_call() -> None:
     assert _LAPACK_CALL in _hlo(jax.vmap(linalg.spd_solve), jnp.asarray(m2), jnp.asarray(b2))
 
 
+def test_large_batched_solves_substitute_without_lapack_triangular_solves() -> None:
+    """Above UNROLL_MAX_N the factor is LAPACK's; its triangular solves only below SUBSTITUTE_MIN_BATCH."""
+    n, big = linalg.UNROLL_MAX_N + 1, linalg.SUBSTITUTE_MIN_BATCH
+    m_np, b_np = _spd(np.random.default_rng(7), big, n)
+    m, b = jnp.asarray(m_np), jnp.asarray(b_np)
+    low = jax.vmap(linalg.cholesky)(m)
+    for batch, trsm in ((big, False), (big - 1, True)):
+        for fn, args in ((jax.vmap(linalg.spd_solve), (m[:batch], b[:batch])),
+                         (jax.vmap(linalg.cho_solve), (m[:batch], low[:batch], b[:batch]))):
+            hlo = _hlo(fn, *args)
+            assert ("trsm" in hlo) == trsm, (batch, hlo.count("trsm"))
+            assert ("potrf" in hlo) == (len(args) == 2)  # spd_solve factors; cho_solve is given the factor
+            np.testing.assert_allclose(np.asarray(jax.jit(fn)(*args)), _expected(m_np[:batch], b_np[:batch]),
+                                       rtol=3e-4, atol=3e-5)
+
+
 def test_many_concurrent_batched_solves_complete() -> None:
     """Six independent batched spd_solves per call, 200 calls: with batched LAPACK this hangs."""
     code = textwrap.dedent("""
@@ -151,11 +167,12 @@ def test_not_positive_definite_gives_nan() -> None:
 
 
 @pytest.mark.parametrize("solve", _SOLVES)
-def test_gradients_match_jax_scipy(solve: str) -> None:
+@pytest.mark.parametrize(("batch", "n"), [(32, 10), (linalg.SUBSTITUTE_MIN_BATCH, 27)])
+def test_gradients_match_jax_scipy(solve: str, batch: int, n: int) -> None:
     """Per-example gradients equal jax.scipy's (for a: on its symmetric part, all an SPD solve sees)."""
-    m_np, b_np = _spd(np.random.default_rng(9), 32, 10)
+    m_np, b_np = _spd(np.random.default_rng(9), batch, n)
     m, b = jnp.asarray(m_np), jnp.asarray(b_np)
-    w = np.random.default_rng(10).normal(size=(10,)).astype(np.float32)
+    w = np.random.default_rng(10).normal(size=(n,)).astype(np.float32)
     ours = _loss(solve, w)
 
     def ref(a: jax.Array, r: jax.Array) -> jax.Array:
