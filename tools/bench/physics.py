@@ -11,7 +11,8 @@ Google brax's positional and spring pipelines approximate the model (their own c
 models); their rows are speed references only. `brax_mjx` runs the XML's solver settings, as every
 other backend; `brax_mjx_env` runs MJX with the ones Google brax's ant and humanoid envs give it
 (1 Newton iteration, 4 line-search steps: "each engine's own settings"), and only for those models
-unless asked for by name.
+unless asked for by name. `mujoco_c` runs one thread per core, `mujoco_c_1thread` one thread: the
+per-core anchor, as XLA:CPU runs a vmapped step's kernels one at a time.
 """
 
 from __future__ import annotations
@@ -130,12 +131,13 @@ def _solver(backend: str, xml: str, model_name: str) -> str:
     return name
 
 
-def bench_mujoco(xml: str, batch: int, steps: int, repeats: int) -> tuple[float, float, int]:
-    """MuJoCo C: `mujoco.rollout` (native mj_step loop, one thread per core)."""
+def bench_mujoco(xml: str, batch: int, steps: int, repeats: int,
+                 threads: int = 0) -> tuple[float, float, int]:
+    """MuJoCo C: `mujoco.rollout` (native mj_step loop), on `threads` threads (0: one per core)."""
     from mujoco import rollout
 
     model = mujoco.MjModel.from_xml_string(xml)
-    nthread = min(batch, os.cpu_count() or 1)
+    nthread = min(batch, threads or os.cpu_count() or 1)
     datas = [mujoco.MjData(model) for _ in range(nthread)]
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
     init = np.zeros((batch, mujoco.mj_stateSize(model, spec)))
@@ -162,6 +164,8 @@ BACKENDS: dict[str, Callable[[str, int, int, int, str], tuple[float, float, int]
     # MJX with the solver settings Google brax's env of the model gives it (models.MJX_ENV_OPT)
     "brax_mjx_env": lambda x, b, s, r, m: bench_brax(x, b, s, r, "mjx", _env_opt(m)),
     "mujoco_c": lambda x, b, s, r, m: bench_mujoco(x, b, s, r),
+    # one thread: the per-core anchor (XLA:CPU runs a vmapped step's kernels one at a time)
+    "mujoco_c_1thread": lambda x, b, s, r, m: bench_mujoco(x, b, s, r, threads=1),
 }
 
 
