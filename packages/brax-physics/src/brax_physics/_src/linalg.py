@@ -48,10 +48,11 @@ SMALL_N = 4
 # Largest n for which `spd_solve` under vmap runs as column operations (humanoid, n = 27, ran
 # several times slower that way: the unrolled factor's trailing-block copies grow as n³).
 UNROLL_MAX_N = 16
-# Smallest batch for the column form: below it LAPACK's per-matrix cost is small anyway, and tiny
-# whole-array operations are not (a single ant env steps faster with LAPACK). Batches up to 128
-# were never seen to hang, and the pipeline chains its LAPACK calls regardless.
-UNROLL_MIN_BATCH = 8
+# Smallest batch for the column form: below it LAPACK matrix by matrix ran the ant's step as fast
+# or faster and the unrolled factor only added compile time (the Newton solve's work queue hands it
+# a quarter of the batch; measurements in CHANGELOG.md). Batches up to 128 were never seen to hang,
+# and the pipeline chains its LAPACK calls regardless.
+UNROLL_MIN_BATCH = 128
 # Above UNROLL_MAX_N, smallest batch for the batch-last substitution (on LAPACK's factor, moved to
 # batch-last): below it LAPACK's two triangular solves per system cost less than the loop's trips.
 SUBSTITUTE_MIN_BATCH = 64
@@ -159,7 +160,7 @@ def _lowering(n: int, axis_size: int) -> str:
 
 
 def _substitute_front(low: jax.Array, b: jax.Array) -> jax.Array:
-    """(B, n) solves given factors `low` (B, n, n) and right sides `b` (B, n), batch first, by `_substitute`."""
+    """(B, n) solutions given factors `low` (B, n, n) and right sides `b` (B, n), batch first."""
     return jnp.moveaxis(_substitute(jnp.moveaxis(low, 0, -1), jnp.moveaxis(b, 0, -1)), -1, 0)
 
 

@@ -1,7 +1,7 @@
 """Factors and solves against float64 numpy, unbatched and under vmap, and their gradients.
 
-Also `spd_solve`'s lowering: no LAPACK call under vmap up to UNROLL_MAX_N (jaxlib 0.10's batched
-CPU kernels can deadlock when several run at once; see the module docstring).
+Also `spd_solve`'s lowering: no LAPACK call under vmap up to UNROLL_MAX_N from UNROLL_MIN_BATCH on
+(jaxlib 0.10's batched CPU kernels can deadlock when several run at once; see the module docstring).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ _SOLVES = {"spd_solve": linalg.spd_solve, "cho_solve": _factored_solve}
 
 @pytest.mark.parametrize("solve", _SOLVES)
 @pytest.mark.parametrize("n", [1, linalg.SMALL_N, linalg.SMALL_N + 1, 14, 27])
-@pytest.mark.parametrize("batch", [1, 64])
+@pytest.mark.parametrize("batch", [1, 64, linalg.UNROLL_MIN_BATCH])
 def test_batched_matches_float64(solve: str, n: int, batch: int) -> None:
     m, b = _spd(np.random.default_rng(n * 100 + batch), batch, n)
     got = np.asarray(jax.jit(jax.vmap(_SOLVES[solve]))(m, b))
@@ -102,9 +102,9 @@ def _hlo(fn: Callable[..., object], *args: jax.Array) -> str:
 
 
 def test_batched_lowering_has_no_lapack_call() -> None:
-    """Under vmap spd_solve (and its gradient) and cho_solve call no LAPACK up to UNROLL_MAX_N; else do."""
-    n = linalg.UNROLL_MAX_N
-    m_np, b_np = _spd(np.random.default_rng(4), 64, n)
+    """vmapped spd_solve, its gradient, cho_solve: no LAPACK up to UNROLL_MAX_N from UNROLL_MIN_BATCH on."""
+    n, batch = linalg.UNROLL_MAX_N, linalg.UNROLL_MIN_BATCH
+    m_np, b_np = _spd(np.random.default_rng(4), batch, n)
     m, b = jnp.asarray(m_np), jnp.asarray(b_np)
     f = _loss("spd_solve", np.ones(n, np.float32))
     for fn in (jax.vmap(linalg.spd_solve), jax.vmap(jax.grad(f, argnums=(0, 1)))):
@@ -112,8 +112,9 @@ def test_batched_lowering_has_no_lapack_call() -> None:
     assert _LAPACK_CALL in _hlo(linalg.spd_solve, m[0], b[0])
     low = jax.vmap(linalg.cholesky)(m)  # the factor itself stays LAPACK (once per step, chained)
     assert _LAPACK_CALL not in _hlo(jax.vmap(linalg.cho_solve), m, low, b)
-    m2, b2 = _spd(np.random.default_rng(5), 64, n + 1)
+    m2, b2 = _spd(np.random.default_rng(5), batch, n + 1)
     assert _LAPACK_CALL in _hlo(jax.vmap(linalg.spd_solve), jnp.asarray(m2), jnp.asarray(b2))
+    assert _LAPACK_CALL in _hlo(jax.vmap(linalg.spd_solve), m[: batch - 1], b[: batch - 1])  # small batches
 
 
 def test_large_batched_solves_substitute_without_lapack_triangular_solves() -> None:
@@ -156,9 +157,10 @@ def test_many_concurrent_batched_solves_complete() -> None:
     assert np.isfinite(float(proc.stdout.strip().splitlines()[-1]))
 
 
-def test_not_positive_definite_gives_nan() -> None:
+@pytest.mark.parametrize("batch", [16, linalg.UNROLL_MIN_BATCH])  # LAPACK, and the column form
+def test_not_positive_definite_gives_nan(batch: int) -> None:
     """Like LAPACK's factor, an indefinite matrix yields NaN (never a silent wrong answer)."""
-    m, b = _spd(np.random.default_rng(6), 16, 4)
+    m, b = _spd(np.random.default_rng(6), batch, 4)
     m[3] = -m[3]
     for solve in _SOLVES.values():
         got = np.asarray(jax.vmap(solve)(jnp.asarray(m), jnp.asarray(b)))
