@@ -106,9 +106,10 @@ def test_batched_ant_tracks_mujoco_per_member() -> None:
 def test_large_batch_does_not_hang(name: str) -> None:
     """1024 envs under XLA's default CPU scheduler, 30 calls of a 10-step rollout, in a child process.
 
-    Before the pipeline chained its batched LAPACK calls (brax_physics._src.linalg), a potrf and a
-    trsm ran side by side and jaxlib 0.10's CPU kernels deadlocked on a 2-core machine, typically
-    on the first call at this batch. A hang shows as a timeout here, not a stuck suite.
+    Before the pipeline kept its batched LAPACK calls off XLA's thread pool
+    (brax_physics._src.linalg), a potrf and a trsm ran side by side and jaxlib 0.10's CPU kernels
+    deadlocked on a 2-core machine, typically on the first call at this batch. A hang shows as a
+    timeout here, not a stuck suite.
     """
     code = textwrap.dedent(f"""
         import jax, jax.numpy as jnp, numpy as np
@@ -131,8 +132,56 @@ def test_large_batch_does_not_hang(name: str) -> None:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=400,
                               env=env, check=False)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"{name}: 1024 envs x 300 steps did not finish in 400 s (batched LAPACK deadlock?)")
+        pytest.fail(f"{name}: 1024 envs x 300 steps timed out after 400 s (LAPACK deadlock?)")
     assert proc.returncode == 0, proc.stderr[-2000:]
     finite, max_height = proc.stdout.split()
     # 1.5 s of random control: every member finite, and none has flown off (|z| < 3 m)
     assert finite == "1" and float(max_height) < 3.0, proc.stdout
+
+
+@pytest.mark.parametrize("name", ["ant", "humanoid"])
+def test_two_cpu_devices_shard_map_does_not_hang(name: str) -> None:
+    """1024 envs split over two forced CPU devices by `jax.shard_map`, in a child process.
+
+    Each device's step factors its mass matrices with LAPACK (the humanoid its Newton Hessians
+    too); with batched calls big enough for jaxlib 0.10 to spread them over the shared thread pool,
+    the two devices' calls waited on each other and this hung on the first call. The sharded
+    rollout must also match the same rollout on one device.
+    """
+    code = textwrap.dedent(f"""
+        import jax, jax.numpy as jnp, numpy as np
+        from jax.sharding import Mesh, PartitionSpec as P
+        import brax_physics as bp
+        sys_ = bp.load_mjcf(open({str(ASSETS / f"{name}.xml")!r}).read())
+        batch = 1024
+        ctrl = jax.random.uniform(jax.random.PRNGKey(0), (batch, sys_.nu), minval=-1.0, maxval=1.0)
+        state = jax.jit(jax.vmap(lambda _: bp.init(sys_)))(jnp.arange(batch))
+        def roll(s, u):
+            step = jax.vmap(lambda a, c: bp.step(sys_, a, c))
+            return jax.lax.scan(lambda s, _: (step(s, u), None), s, None, length=10)[0]
+        mesh = Mesh(np.array(jax.devices()), ("batch",))
+        two = jax.jit(jax.shard_map(roll, mesh=mesh, in_specs=P("batch"), out_specs=P("batch"),
+                                    check_vma=False))
+        sharded = state
+        for _ in range(3):
+            sharded = jax.block_until_ready(two(sharded, ctrl))
+        one = jax.jit(roll)
+        single = state
+        for _ in range(3):
+            single = jax.block_until_ready(one(single, ctrl))
+        shards = {{s.device for s in sharded.q.addressable_shards}}
+        print(len(shards), float(jnp.max(jnp.abs(sharded.q - single.q))))
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # the default scheduler
+    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=400,
+                              env=env, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{name}: 1024 envs on two CPU devices timed out after 400 s (LAPACK deadlock?)")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    devices, diff = proc.stdout.split()
+    assert devices == "2", proc.stdout
+    # the same 30 steps per member; float32 reductions vectorized over a different batch may
+    # differ in the last bit, which 30 steps of contact dynamics grow to well below 1e-3
+    assert float(diff) < 1e-3, proc.stdout

@@ -41,10 +41,6 @@ def implicit_velocity(m: jax.Array, qd: jax.Array, qacc: jax.Array, qdv: jax.Arr
     """
     full = qdv.ndim == 2
     m_hat = m - h * (qdv if full else jnp.diag(qdv))
-    # Make M̂ depend on qacc, so its LAPACK factor cannot run next to the solves that produce
-    # qacc: two batched LAPACK calls at once can deadlock jaxlib 0.10 (see `linalg`). Values are
-    # unchanged (a NaN qacc makes qd NaN either way); XLA dropped an optimization_barrier here.
-    m_hat = jnp.where(jnp.isnan(qacc[:1, None]), jnp.nan, m_hat)
     rhs = jnp.dot(qdv, qacc, precision=jax.lax.Precision.HIGHEST) if full else qdv * qacc
     return qd + h * qacc + (h * h) * solve(m_hat, factor(m_hat), rhs)
 

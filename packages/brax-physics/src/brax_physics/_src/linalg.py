@@ -12,14 +12,16 @@ saved at run time (measurements in CHANGELOG.md). Above `UNROLL_MAX_N`, from
 `SUBSTITUTE_MIN_BATCH` on, the factor is LAPACK's and the substitution the same batch-last loop
 on the transposed factor: LAPACK's triangular solves also go matrix by matrix.
 
-Batched LAPACK calls must never run two at a time: jaxlib 0.10's CPU kernels split a large batch
-over XLA's intra-op thread pool and block their own pool thread until the pieces finish; once as
-many batched calls run at once as the pool has threads (2 on a 2-core machine), every thread waits
-and the process hangs for good (seen with 1024 ants: a potrf and a trsm each parked in
-`jax::ParallelBatchMap`; six independent 14x14 factors of batch 1024 in one program hang within
-seconds; one at a time never did, on one core or two). So under vmap the pipeline's only LAPACK
-calls are its factors (and, above `UNROLL_MAX_N`, the solves), chained one after another by data
-dependence (see `integrator.implicit_velocity`).
+Batched LAPACK calls never use XLA's thread pool: jaxlib 0.10's CPU kernels split a batch whose
+work (batch times n³/3 for a factor, n² for a solve) reaches `_POOL_MIN_WORK` over the intra-op
+pool and block their own pool thread until the pieces finish; once as many such calls run at once
+as the pool has threads, every thread waits and the process hangs for good (seen with 1024 ants:
+a potrf and a trsm each parked in `jax::ParallelBatchMap`; six independent 14x14 factors of batch
+1024 in one program; the step sharded over two CPU devices). So a batched call here takes at most
+as many systems as stay under that work, in a `lax.map` over chunks when the batch is larger; each
+chunk runs on the thread that calls it, and any number of them may run at once (two devices each
+on its own core). A vmap around another vmap batches a chunk's call again, past the limit; the
+pipeline vmaps once.
 
 Differentiation: solves are `lax.custom_linear_solve`s, so their derivatives are implicit (the
 JVP solves again with the same factor, reverse mode transposes the solve) and flow through the
@@ -30,6 +32,7 @@ differentiable on its own (`cholesky` stops gradients).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -50,12 +53,15 @@ SMALL_N = 4
 UNROLL_MAX_N = 16
 # Smallest batch for the column form: below it LAPACK matrix by matrix ran the ant's step as fast
 # or faster and the unrolled factor only added compile time (the Newton solve's work queue hands it
-# a quarter of the batch; measurements in CHANGELOG.md). Batches up to 128 were never seen to hang,
-# and the pipeline chains its LAPACK calls regardless.
+# a quarter of the batch; measurements in CHANGELOG.md).
 UNROLL_MIN_BATCH = 128
 # Above UNROLL_MAX_N, smallest batch for the batch-last substitution (on LAPACK's factor, moved to
 # batch-last): below it LAPACK's two triangular solves per system cost less than the loop's trips.
 SUBSTITUTE_MIN_BATCH = 64
+# jaxlib 0.10's kMinWorkPerTask: a batched LAPACK call whose batch times its flop estimate
+# (n³/3 for a Cholesky factor, n² for a triangular solve of one right side) is below it runs on
+# the calling thread and never waits on the pool.
+_POOL_MIN_WORK = 200_000
 
 
 def _factor_columns(a: jax.Array) -> jax.Array:
@@ -128,6 +134,28 @@ def _lapack_factor(a: jax.Array) -> jax.Array:
     return low
 
 
+def _inline_map(fn: Callable[..., jax.Array], work: int, *xs: jax.Array) -> jax.Array:
+    """vmap of a LAPACK `fn` (flop estimate `work` per system) over axis 0 of `xs`, in calls small
+    enough to run on the calling thread (a `lax.map` over chunks when the batch is larger)."""
+    chunk = max(1, (_POOL_MIN_WORK - 1) // max(1, work))
+    if xs[0].shape[0] <= chunk:
+        return jax.vmap(fn)(*xs)
+    out: jax.Array = jax.lax.map(lambda args: fn(*args), xs, batch_size=chunk)
+    return out
+
+
+def _lapack_factors(a: jax.Array) -> jax.Array:
+    """(B, n, n) LAPACK factors of a (B, n, n), batch first, never on the thread pool."""
+    n = a.shape[-1]
+    return _inline_map(_lapack_factor, n * n * n // 3, a)
+
+
+def _lapack_substitutes(low: jax.Array, b: jax.Array) -> jax.Array:
+    """(B, n) LAPACK solutions given factors (B, n, n) and right sides (B, n), never on the thread pool."""
+    n = low.shape[-1]
+    return _inline_map(_lapack_substitute, n * n, low, b)
+
+
 def _lapack_substitute(low: jax.Array, b: jax.Array) -> jax.Array:
     x: jax.Array = jsl.cho_solve((low, True), b)
     return x
@@ -173,8 +201,23 @@ def _spd_solve_vmap(axis_size: int, in_batched: list[bool], a: jax.Array,
         return jnp.moveaxis(_substitute(_factor_columns(a), b), -1, 0), True
     a, b = _batch_front(axis_size, in_batched, a, b)
     if how == "substitute":
-        return _substitute_front(jax.vmap(_lapack_factor)(a), b), True
-    return jax.vmap(lambda m, r: _solve_with(_factor(m), r))(a, b), True
+        return _substitute_front(_lapack_factors(a), b), True
+    if a.shape[-1] <= SMALL_N:
+        return jax.vmap(lambda m, r: _solve_with(_factor(m), r))(a, b), True
+    return _lapack_substitutes(_lapack_factors(a), b), True
+
+
+@custom_batching.custom_vmap
+def _cholesky_p(a: jax.Array) -> jax.Array:
+    return _factor(a)
+
+
+@_cholesky_p.def_vmap
+def _cholesky_vmap(axis_size: int, in_batched: list[bool], a: jax.Array) -> tuple[jax.Array, bool]:
+    (a,) = _batch_front(axis_size, in_batched, a)
+    if a.shape[-1] <= SMALL_N:
+        return jax.vmap(_factor)(a), True
+    return _lapack_factors(a), True
 
 
 @custom_batching.custom_vmap
@@ -192,7 +235,9 @@ def _cho_solve_vmap(axis_size: int, in_batched: list[bool], low: jax.Array,
     low, b = _batch_front(axis_size, in_batched, low, b)
     if how == "substitute":
         return _substitute_front(low, b), True
-    return jax.vmap(_solve_with)(low, b), True
+    if low.shape[-1] <= SMALL_N:
+        return jax.vmap(_solve_with)(low, b), True
+    return _lapack_substitutes(low, b), True
 
 
 def _matvec(a: jax.Array, x: jax.Array) -> jax.Array:
@@ -208,7 +253,7 @@ def spd_solve(a: jax.Array, b: jax.Array) -> jax.Array:
 
 def cholesky(a: jax.Array) -> jax.Array:
     """(n, n) lower Cholesky factor of symmetric positive definite a (n, n); carries no gradient."""
-    return _factor(jax.lax.stop_gradient(a))
+    return _cholesky_p(jax.lax.stop_gradient(a))
 
 
 def cho_solve(a: jax.Array, low: jax.Array, b: jax.Array) -> jax.Array:

@@ -1,12 +1,14 @@
 """Factors and solves against float64 numpy, unbatched and under vmap, and their gradients.
 
-Also `spd_solve`'s lowering: no LAPACK call under vmap up to UNROLL_MAX_N from UNROLL_MIN_BATCH on
-(jaxlib 0.10's batched CPU kernels can deadlock when several run at once; see the module docstring).
+Also the lowering under vmap: no LAPACK call up to UNROLL_MAX_N from UNROLL_MIN_BATCH on, and every
+batched LAPACK call small enough to stay off XLA's thread pool (jaxlib 0.10's batched CPU kernels
+can deadlock when several that use it run at once; see the module docstring).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -110,7 +112,7 @@ def test_batched_lowering_has_no_lapack_call() -> None:
     for fn in (jax.vmap(linalg.spd_solve), jax.vmap(jax.grad(f, argnums=(0, 1)))):
         assert _LAPACK_CALL not in _hlo(fn, m, b)
     assert _LAPACK_CALL in _hlo(linalg.spd_solve, m[0], b[0])
-    low = jax.vmap(linalg.cholesky)(m)  # the factor itself stays LAPACK (once per step, chained)
+    low = jax.vmap(linalg.cholesky)(m)  # the factor itself stays LAPACK (once per step)
     assert _LAPACK_CALL not in _hlo(jax.vmap(linalg.cho_solve), m, low, b)
     m2, b2 = _spd(np.random.default_rng(5), batch, n + 1)
     assert _LAPACK_CALL in _hlo(jax.vmap(linalg.spd_solve), jnp.asarray(m2), jnp.asarray(b2))
@@ -131,6 +133,39 @@ def test_large_batched_solves_substitute_without_lapack_triangular_solves() -> N
             assert ("potrf" in hlo) == (len(args) == 2)  # spd_solve factors; cho_solve is given the factor
             np.testing.assert_allclose(np.asarray(jax.jit(fn)(*args)), _expected(m_np[:batch], b_np[:batch]),
                                        rtol=3e-4, atol=3e-5)
+
+
+def _lapack_work(hlo: str) -> list[tuple[str, int]]:
+    """(kernel, batch times jaxlib's flop estimate) of each batched LAPACK call in compiled HLO."""
+    out = []
+    for line in hlo.splitlines():
+        call = re.search(r'custom_call_target="lapack_s(potrf|trsm)_ffi"', line)
+        if call:
+            batch, n, k = (int(v) for v in re.findall(r"f32\[(\d+),(\d+),(\d+)\]", line)[0])
+            out.append((call[1], batch * n * n * n // 3 if call[1] == "potrf" else batch * n * n * k))
+    return out
+
+
+@pytest.mark.parametrize(("fn", "batch", "n"), [("cholesky", 1024, 23), ("spd_solve", 1024, 27),
+                                                ("cho_solve", 63, 60), ("cholesky", 1024, 14)])
+def test_batched_lapack_calls_stay_off_the_thread_pool(fn: str, batch: int, n: int) -> None:
+    """Large batches go to LAPACK in chunks below jaxlib's parallel threshold; values unchanged."""
+    m_np, b_np = _spd(np.random.default_rng(11), batch, n)
+    m, b = jnp.asarray(m_np), jnp.asarray(b_np)
+    calls = {"cholesky": (jax.vmap(linalg.cholesky), (m,)), "spd_solve": (jax.vmap(linalg.spd_solve), (m, b)),
+             "cho_solve": (jax.vmap(linalg.cho_solve), (m, jax.vmap(linalg.cholesky)(m), b))}
+    f, args = calls[fn]
+    work = _lapack_work(_hlo(f, *args))
+    assert work and all(w < linalg._POOL_MIN_WORK for _, w in work), work
+    # the whole batch in one call would have used the pool
+    kernel = "trsm" if fn == "cho_solve" else "potrf"
+    assert batch * (n * n if kernel == "trsm" else n * n * n // 3) >= linalg._POOL_MIN_WORK
+    assert {k for k, _ in work} == {kernel}
+    got = np.asarray(jax.jit(f)(*args))
+    if fn == "cholesky":
+        np.testing.assert_allclose(got, np.linalg.cholesky(m_np.astype(np.float64)), rtol=1e-4, atol=1e-4)
+    else:
+        np.testing.assert_allclose(got, _expected(m_np, b_np), rtol=3e-4, atol=3e-5)
 
 
 def test_many_concurrent_batched_solves_complete() -> None:
