@@ -12,7 +12,9 @@ models); their rows are speed references only. `brax_mjx` runs the XML's solver 
 other backend; `brax_mjx_env` runs MJX with the ones Google brax's ant and humanoid envs give it
 (1 Newton iteration, 4 line-search steps: "each engine's own settings"), and only for those models
 unless asked for by name. `mujoco_c` runs one thread per core, `mujoco_c_1thread` one thread: the
-per-core anchor, as XLA:CPU runs a vmapped step's kernels one at a time.
+per-core anchor, as XLA:CPU runs a vmapped step's kernels one at a time. `brax_physics_sharded` and
+`brax_mjx_env_sharded` (only when named) give their child one XLA CPU device per core and split the
+batch over them with `jax.shard_map`, so the cores run steps side by side as MuJoCo C's threads do.
 """
 
 from __future__ import annotations
@@ -64,8 +66,26 @@ def _time_jax(rollout: Callable[..., Any], args: tuple[Any, ...], repeats: int) 
     return compile_s, statistics.median(runs), peak
 
 
-def bench_ours(xml: str, batch: int, steps: int, repeats: int) -> tuple[float, float, int]:
-    """brax-physics generalized pipeline."""
+def _sharded(rollout: Callable[..., Any],
+             args: tuple[Any, ...]) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+    """`rollout` as one program per CPU device (`jax.shard_map`, the batch split evenly), and its
+    arguments placed accordingly: XLA:CPU runs a step's kernels one at a time, a device per core
+    runs them side by side."""
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+    devices = jax.devices()
+    batch = jax.tree.leaves(args)[0].shape[0]
+    if batch % len(devices):
+        raise ValueError(f"batch {batch} does not split evenly over {len(devices)} devices")
+    mesh = Mesh(np.array(devices), ("batch",))
+    split = PartitionSpec("batch")
+    args = jax.device_put(args, NamedSharding(mesh, split))
+    return jax.shard_map(rollout, mesh=mesh, in_specs=split, out_specs=split, check_vma=False), args
+
+
+def bench_ours(xml: str, batch: int, steps: int, repeats: int,
+               sharded: bool = False) -> tuple[float, float, int]:
+    """brax-physics generalized pipeline (`sharded`: over every CPU device, see `_sharded`)."""
     import brax_physics as bp
 
     sys_ = bp.load_mjcf(xml)
@@ -78,13 +98,13 @@ def bench_ours(xml: str, batch: int, steps: int, repeats: int) -> tuple[float, f
 
         return jax.lax.scan(body, state, None, length=steps)[0].q
 
-    return _time_jax(rollout, (state, ctrl), repeats)
+    return _time_jax(*(_sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))), repeats)
 
 
 def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str,
-               opt: dict[str, int] | None = None) -> tuple[float, float, int]:
+               opt: dict[str, int] | None = None, sharded: bool = False) -> tuple[float, float, int]:
     """Google brax's `generalized`, `positional`, `spring` or `mjx` pipeline (`opt`: MjOption
-    fields set on the model before it loads)."""
+    fields set on the model before it loads; `sharded`: over every CPU device)."""
     import importlib
 
     # mujoco.mjx (imported by brax) prints optional-backend import failures to stdout, which must
@@ -110,7 +130,7 @@ def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str,
 
         return jax.lax.scan(body, state, None, length=steps)[0].q
 
-    return _time_jax(rollout, (state, ctrl), repeats)
+    return _time_jax(*(_sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))), repeats)
 
 
 def _mjx_lacks_solver(model: mujoco.MjModel) -> bool:
@@ -121,7 +141,7 @@ def _mjx_lacks_solver(model: mujoco.MjModel) -> bool:
 def _solver(backend: str, xml: str, model_name: str) -> str:
     """The constraint solver a backend runs the model with, as the row reports it."""
     model = mujoco.MjModel.from_xml_string(xml)
-    if backend == "brax_mjx_env" and model_name in MJX_ENV_OPT:
+    if backend.startswith("brax_mjx_env") and model_name in MJX_ENV_OPT:
         o = MJX_ENV_OPT[model_name]
         name = str(mujoco.mjtSolver(o["solver"]).name).removeprefix("mjSOL_")
         return f"{name} (Google brax's env: {o['iterations']} iteration, {o['ls_iterations']} line search)"
@@ -166,7 +186,12 @@ BACKENDS: dict[str, Callable[[str, int, int, int, str], tuple[float, float, int]
     "mujoco_c": lambda x, b, s, r, m: bench_mujoco(x, b, s, r),
     # one thread: the per-core anchor (XLA:CPU runs a vmapped step's kernels one at a time)
     "mujoco_c_1thread": lambda x, b, s, r, m: bench_mujoco(x, b, s, r, threads=1),
+    # one CPU device per core, the batch split over them (run only when named: see `_SHARDED`)
+    "brax_physics_sharded": lambda x, b, s, r, m: bench_ours(x, b, s, r, sharded=True),
+    "brax_mjx_env_sharded": lambda x, b, s, r, m: bench_brax(x, b, s, r, "mjx", _env_opt(m), sharded=True),
 }
+# Backends whose child sees one XLA CPU device per core; not in the default grid.
+_SHARDED = frozenset({"brax_physics_sharded", "brax_mjx_env_sharded"})
 
 
 def _env_opt(model: str) -> dict[str, int]:
@@ -187,15 +212,20 @@ def _env_opt(model: str) -> dict[str, int]:
 # LAPACK calls within a step (brax_physics._src.linalg) and runs as users run it; each row names the
 # flags it ran with.
 _CHILD_XLA_FLAGS = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
-_NEEDS_CHILD_FLAGS = frozenset({"brax_mjx", "brax_mjx_env"})
+_NEEDS_CHILD_FLAGS = frozenset({"brax_mjx", "brax_mjx_env", "brax_mjx_env_sharded"})
 
 
 def _child_env(backend: str) -> dict[str, str]:
-    """The environment of `backend`'s child: XLA_FLAGS plus `_CHILD_XLA_FLAGS` where it needs them."""
+    """The environment of `backend`'s child: XLA_FLAGS plus `_CHILD_XLA_FLAGS` where it needs them,
+    and one CPU device per core for the sharded backends."""
     env = dict(os.environ)
     flags = env.get("XLA_FLAGS", "")
     if backend in _NEEDS_CHILD_FLAGS and "xla_cpu_enable_concurrency_optimized_scheduler" not in flags:
-        env["XLA_FLAGS"] = f"{flags} {_CHILD_XLA_FLAGS}".strip()
+        flags = f"{flags} {_CHILD_XLA_FLAGS}".strip()
+    if backend in _SHARDED and "xla_force_host_platform_device_count" not in flags:
+        flags = f"{flags} --xla_force_host_platform_device_count={len(os.sched_getaffinity(0))}".strip()
+    if flags:
+        env["XLA_FLAGS"] = flags
     return env
 
 
@@ -239,7 +269,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--backends", default=",".join(BACKENDS))
+    ap.add_argument("--backends", default=",".join(b for b in BACKENDS if b not in _SHARDED))
     ap.add_argument("--batches", default="1,128,1024")
     ap.add_argument("--steps", type=int, default=200, help="physics steps per timed rollout")
     ap.add_argument("--repeats", type=int, default=3)
@@ -274,7 +304,7 @@ def main(argv: list[str] | None = None) -> None:
                                "xla_flags": _child_env(backend).get("XLA_FLAGS", ""),
                                "solver": _solver(backend, xml, model)}
                 try:
-                    if backend == "brax_mjx_env":
+                    if backend.startswith("brax_mjx_env"):
                         _env_opt(model)  # an error row at once for models without such settings
                     compile_s, run_s, peak = _measure(backend, xml, batch, args.steps, args.repeats,
                                                       args.timeout, model)
