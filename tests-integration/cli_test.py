@@ -187,3 +187,19 @@ def test_console_script() -> None:
     p = subprocess.run([str(script), "doctor"], capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stderr[-4000:]
     assert "matmul precision" in p.stdout and "MUJOCO_GL" in p.stdout
+
+
+def test_cpu_devices_for_train_and_resume(tmp_path: pathlib.Path) -> None:
+    """`--cpu-devices 4` trains on four CPU devices (the suite's processes have two), is recorded
+    in config.json, and `resume` makes as many again without the flag."""
+    path = tmp_path / "run"
+    p = cli("train", *TINY, "--cpu-devices", "4", "--no-replay", "--run-dir", str(path))
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert json.loads((path / "config.json").read_text())["cpu_devices"] == 4
+    p = cli("resume", str(path), "--num-timesteps", "3200", "--no-replay")
+    assert p.returncode == 0, p.stderr[-4000:]
+    lines = (path / "metrics.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines if '"event"' in line]
+    devices = [(e["event"], e.get("devices")) for e in events if e["event"] != "end"]
+    assert devices == [("start", 4), ("resume", 4)]
+    assert events[-1]["event"] == "end" and events[-1]["step"] >= 3200

@@ -49,8 +49,19 @@ def make_env(spec: RunSpec, where: str = "--set") -> brax_envs.Env:
         raise UsageError(f"{keys}: {rejects}{one_line(str(e))}") from None
 
 
-def _join(args: Train | Resume) -> bool:
+def _cpu_devices(n: int) -> None:
+    """Have JAX make `n` CPU devices (0: its default); only possible before its first computation."""
+    if not n:
+        return
+    try:
+        jax.config.update("jax_num_cpu_devices", n)
+    except RuntimeError as e:  # JAX already computed something in this process
+        raise UsageError(f"--cpu-devices: {one_line(str(e))}") from None
+
+
+def _join(args: Train | Resume, cpu_devices: int) -> bool:
     """Join the multi-process run the flags (or the cluster) describe; whether this is the primary."""
+    _cpu_devices(cpu_devices)
     if args.distributed or (args.coordinator_address, args.num_processes, args.process_id) != (None,) * 3:
         try:
             dist.initialize(args.coordinator_address, args.num_processes, args.process_id)
@@ -62,7 +73,7 @@ def _join(args: Train | Resume) -> bool:
 
 def cmd_train(args: Train) -> int:
     """`brax-train train`: resolve settings, create the run directory and train."""
-    primary = _join(args)
+    primary = _join(args, args.cpu_devices)
     if jax.process_count() > 1 and args.run_dir is None:
         raise UsageError("--run-dir is required in a multi-process run (every process names the same one)")
     spec, c = _settings.resolve(args)
@@ -75,7 +86,9 @@ def cmd_train(args: Train) -> int:
             f"`brax-train resume {run.path}` or choose a new directory"
         )
     dist.barrier("brax_train.cli.checked")  # every process saw it empty before process 0 writes
-    info = {"created": now.isoformat(timespec="seconds"), "argv": ["train", *args.argv]}
+    info: dict[str, Any] = {"created": now.isoformat(timespec="seconds"), "argv": ["train", *args.argv]}
+    if args.cpu_devices:
+        info["cpu_devices"] = args.cpu_devices
     if primary:
         run.write_config(spec, {**info, "versions": _versions.package_versions()})
     _err(f"brax-train: training {spec.env} with {spec.agent} for {c.num_timesteps:,} steps into {run.path}")
@@ -84,9 +97,12 @@ def cmd_train(args: Train) -> int:
 
 def cmd_resume(args: Resume) -> int:
     """`brax-train resume DIR`: continue from the latest complete checkpoint to num_timesteps."""
-    primary = _join(args)
     run = RunDir(args.run_dir)
     spec, data = run.read_config()
+    recorded = data.get("cpu_devices", 0)
+    if type(recorded) is not int or recorded < 0:
+        raise UsageError(f"{run.config}: cpu_devices must be an integer >= 0, got {recorded!r}")
+    primary = _join(args, args.cpu_devices or recorded)
     if args.num_timesteps is not None:
         spec = dataclasses.replace(spec, settings={**spec.settings, "num_timesteps": args.num_timesteps})
     env = make_env(spec, where=str(run.config))
@@ -127,7 +143,7 @@ def _train(
     agent = agents.spec(spec.agent)
     final = runner.final_step(c, start, agent.env_steps_per_update(c), agent.counts_env_steps)
     log = reporting.MetricsLog(run.metrics, run.tensorboard)
-    log.event("resume" if restore is not None else "start", start)
+    log.event("resume" if restore is not None else "start", start, devices=len(runner.mesh_devices(c)))
     progress = reporting.Progress(final, sys.stderr, start_step=start)
     last: dict[str, Any] = {"step": start, "metrics": {}}
 

@@ -168,8 +168,19 @@ class _Processes:
     distributed: Annotated[bool, conf.FlagCreatePairsOff, _opt(None, _AUTO)] = False
 
 
+_CPU = ("JAX CPU devices, each stepping its share of the environments on its own core (XLA runs one "
+        "device's kernels one at a time); 0: JAX's default, one; resume makes the run's unless given")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Train(_Processes, _Command):
+class _Devices:
+    """How many CPU devices JAX makes, set before its first computation."""
+
+    cpu_devices: Annotated[Index, _opt("N", _CPU, "0")] = 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Train(_Devices, _Processes, _Command):
     """Train an agent: settings from the environment's preset < --config FILE < --set KEY=VALUE < flags."""
 
     agent: Annotated[str, _opt("NAME", f"training agent: {', '.join(AGENTS)}")] = "ppo"
@@ -192,7 +203,7 @@ def _train_with(config_class: Any) -> Any:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Resume(_Processes, _Command):
+class Resume(_Devices, _Processes, _Command):
     """Continue a run from its latest complete checkpoint to its num_timesteps."""
 
     run_dir: _RunDir

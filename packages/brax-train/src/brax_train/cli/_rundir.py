@@ -1,9 +1,11 @@
 """The run directory: layout, config.json, metrics.jsonl + TensorBoard logging, and the reward plot.
 
 ```
-<run>/config.json      the resolved RunSpec (environment, options, imports, every PPO setting)
+<run>/config.json      the resolved RunSpec (environment, options, imports, every PPO setting), and
+                       "cpu_devices" when `--cpu-devices` set it (resume makes as many)
 <run>/metrics.jsonl    one JSON object per report: {"step", "time", "elapsed", <metric>: value, ...}
                        and event lines {"event": "start" | "resume" | "end", "step", "time"}
+                       (start and resume with "devices", how many the run trains on)
 <run>/tb/              TensorBoard event files, tensorboardX (one per process that trained)
 <run>/checkpoints/     orbax steps written by ppo.train (save_checkpoint_path)
 <run>/reward.png       reward, loss, entropy, KL and steps/s curves (matplotlib, optional)

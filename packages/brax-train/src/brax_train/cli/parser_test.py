@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import pathlib
 
+import jax
 import pytest
 
 from brax_train.cli import main
@@ -33,6 +34,7 @@ def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
         (["train", "--batch-size", "x"], "--batch-size: expected an integer, got 'x'"),
         (["train", "--learning-rate", "fast"], "--learning-rate: could not convert string to float: 'fast'"),
         (["train", "--set", "novalue"], "--set: expected KEY=VALUE, got 'novalue'"),
+        (["train", "--cpu-devices", "-1"], "--cpu-devices: expected an integer >= 0, got '-1'"),
         (["eval", "d", "--episodes", "zero"], "--episodes: expected a positive integer, got 'zero'"),
         (["eval", "d", "-n", "0"], "--episodes: expected a positive integer, got '0'"),
         (["render", "d"], "Missing from brax-train render: --out FILE"),
@@ -137,6 +139,13 @@ def test_existing_run_dir_is_refused(capsys: pytest.CaptureFixture[str], tmp_pat
     (tmp_path / "keep.txt").write_text("x")
     msg = _error(capsys, ["train", "--env", "fast", "--run-dir", str(tmp_path)])
     assert msg.startswith(f"--run-dir: {str(tmp_path)!r} already exists and is not empty")
+
+
+def test_cpu_devices_once_jax_has_started(capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path) -> None:
+    jax.devices()  # the backend is up, as in any process that already computed
+    msg = _error(capsys, ["train", "--env", "fast", "--cpu-devices", "3", "--run-dir", str(tmp_path / "r")])
+    assert msg.startswith("--cpu-devices: jax_num_cpu_devices config should be updated before backends")
+    assert not (tmp_path / "r").exists()
 
 
 def test_help_and_version_exit_zero(capsys: pytest.CaptureFixture[str]) -> None:
