@@ -175,8 +175,20 @@ def _qcqp(a: jax.Array, b: jax.Array, mu: jax.Array, r: jax.Array, n: jax.Array,
         singular = jnp.where(chol, jnp.any(pivots < 1e-10), jnp.prod(pivots) < 1e-10)
         return low, singular
 
-    def solve_low(low: jax.Array, x: jax.Array) -> jax.Array:
-        return jax.scipy.linalg.solve_triangular(low, x, lower=True)
+    # Unrolled substitutions, not LAPACK: a vmapped trsm of a large batch would use XLA's
+    # thread pool, where two at once can deadlock (see `linalg`), and at size <= 5 a call costs more.
+    def solve_low(low: jax.Array, x: jax.Array) -> jax.Array:  # L y = x
+        y: list[jax.Array] = []
+        for i in range(size):
+            y.append((x[i] - sum((low[i, j] * y[j] for j in range(i)), jnp.zeros((), x.dtype))) / low[i, i])
+        return jnp.stack(y)
+
+    def solve_up(low: jax.Array, y: jax.Array) -> jax.Array:  # Lᵀ z = y
+        z: dict[int, jax.Array] = {}
+        for i in reversed(range(size)):
+            done = sum((low[j, i] * z[j] for j in range(i + 1, size)), jnp.zeros((), y.dtype))
+            z[i] = (y[i] - done) / low[i, i]
+        return jnp.stack([z[i] for i in range(size)])
 
     Carry = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 
@@ -184,7 +196,7 @@ def _qcqp(a: jax.Array, b: jax.Array, mu: jax.Array, r: jax.Array, n: jax.Array,
         lam, v, done, fail = cr
         low, singular = factor(lam)
         z = solve_low(low, -s_b)
-        vn = jax.scipy.linalg.solve_triangular(low.T, z, lower=False)
+        vn = solve_up(low, z)
         val = jnp.dot(vn, vn) - r * r
         conv = val < 1e-10
         deriv = -2.0 * jnp.dot(solve_low(low, vn), solve_low(low, vn))
