@@ -102,6 +102,21 @@ def test_batched_ant_tracks_mujoco_per_member() -> None:
         assert np.mean(ncon[i] == np.array(mj_ncon)) >= 0.9, (i, ncon[i], mj_ncon)
 
 
+def _child(code: str, what: str, xla_flags: str = "") -> str:
+    """stdout of `code` run by a child Python with `xla_flags` alone (XLA's default CPU scheduler,
+    not the suite's flags); a child that does not finish in 400 s fails the test as a hang."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    if xla_flags:
+        env["XLA_FLAGS"] = xla_flags
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=400,
+                              env=env, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{what} timed out after 400 s (LAPACK deadlock?)")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
 @pytest.mark.parametrize("name", ["ant", "humanoid"])
 def test_large_batch_does_not_hang(name: str) -> None:
     """1024 envs under XLA's default CPU scheduler, 30 calls of a 10-step rollout, in a child process.
@@ -127,16 +142,9 @@ def test_large_batch_does_not_hang(name: str) -> None:
         finite = jnp.isfinite(state.q).all() & jnp.isfinite(state.qd).all()
         print(int(finite), float(jnp.max(jnp.abs(state.q[:, 2]))))
     """)
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # the default scheduler
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=400,
-                              env=env, check=False)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{name}: 1024 envs x 300 steps timed out after 400 s (LAPACK deadlock?)")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    finite, max_height = proc.stdout.split()
+    finite, max_height = _child(code, f"{name}: 1024 envs x 300 steps").split()
     # 1.5 s of random control: every member finite, and none has flown off (|z| < 3 m)
-    assert finite == "1" and float(max_height) < 3.0, proc.stdout
+    assert finite == "1" and float(max_height) < 3.0, (finite, max_height)
 
 
 @pytest.mark.parametrize("name", ["ant", "humanoid"])
@@ -172,16 +180,9 @@ def test_two_cpu_devices_shard_map_does_not_hang(name: str) -> None:
         shards = {{s.device for s in sharded.q.addressable_shards}}
         print(len(shards), float(jnp.max(jnp.abs(sharded.q - single.q))))
     """)
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}  # the default scheduler
-    env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=400,
-                              env=env, check=False)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{name}: 1024 envs on two CPU devices timed out after 400 s (LAPACK deadlock?)")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    devices, diff = proc.stdout.split()
-    assert devices == "2", proc.stdout
+    out = _child(code, f"{name}: 1024 envs on two CPU devices", "--xla_force_host_platform_device_count=2")
+    devices, diff = out.split()
+    assert devices == "2", out
     # the same 30 steps per member; float32 reductions vectorized over a different batch may
     # differ in the last bit, which 30 steps of contact dynamics grow to well below 1e-3
-    assert float(diff) < 1e-3, proc.stdout
+    assert float(diff) < 1e-3, out
