@@ -215,6 +215,11 @@ _CHILD_XLA_FLAGS = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 _NEEDS_CHILD_FLAGS = frozenset({"brax_mjx", "brax_mjx_env", "brax_mjx_env_sharded"})
 
 
+def _cores() -> int:
+    """The cores this process may run on: the sharded backends' device count."""
+    return len(os.sched_getaffinity(0))
+
+
 def _child_env(backend: str) -> dict[str, str]:
     """The environment of `backend`'s child: XLA_FLAGS plus `_CHILD_XLA_FLAGS` where it needs them,
     and one CPU device per core for the sharded backends."""
@@ -223,7 +228,7 @@ def _child_env(backend: str) -> dict[str, str]:
     if backend in _NEEDS_CHILD_FLAGS and "xla_cpu_enable_concurrency_optimized_scheduler" not in flags:
         flags = f"{flags} {_CHILD_XLA_FLAGS}".strip()
     if backend in _SHARDED and "xla_force_host_platform_device_count" not in flags:
-        flags = f"{flags} --xla_force_host_platform_device_count={len(os.sched_getaffinity(0))}".strip()
+        flags = f"{flags} --xla_force_host_platform_device_count={_cores()}".strip()
     if flags:
         env["XLA_FLAGS"] = flags
     return env
@@ -306,6 +311,8 @@ def main(argv: list[str] | None = None) -> None:
                 try:
                     if backend.startswith("brax_mjx_env"):
                         _env_opt(model)  # an error row at once for models without such settings
+                    if backend in _SHARDED and batch % _cores():
+                        raise ValueError(f"batch {batch} does not split evenly over {_cores()} devices")
                     compile_s, run_s, peak = _measure(backend, xml, batch, args.steps, args.repeats,
                                                       args.timeout, model)
                 except Exception as e:  # a peer failing on a model is a result, not a crash
