@@ -78,7 +78,7 @@ def _sharded(rollout: Callable[..., Any],
     if batch % len(devices):
         raise ValueError(f"batch {batch} does not split evenly over {len(devices)} devices")
     mesh = Mesh(np.array(devices), ("batch",))
-    split = PartitionSpec("batch")
+    split = PartitionSpec("batch")  # type: ignore[no-untyped-call]
     args = jax.device_put(args, NamedSharding(mesh, split))
     return jax.shard_map(rollout, mesh=mesh, in_specs=split, out_specs=split, check_vma=False), args
 
@@ -98,7 +98,8 @@ def bench_ours(xml: str, batch: int, steps: int, repeats: int,
 
         return jax.lax.scan(body, state, None, length=steps)[0].q
 
-    return _time_jax(*(_sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))), repeats)
+    fn, args = _sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))
+    return _time_jax(fn, args, repeats)
 
 
 def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str,
@@ -130,7 +131,8 @@ def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str,
 
         return jax.lax.scan(body, state, None, length=steps)[0].q
 
-    return _time_jax(*(_sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))), repeats)
+    fn, args = _sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))
+    return _time_jax(fn, args, repeats)
 
 
 def _mjx_lacks_solver(model: mujoco.MjModel) -> bool:

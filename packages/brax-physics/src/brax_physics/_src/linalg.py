@@ -253,7 +253,8 @@ def spd_solve(a: jax.Array, b: jax.Array) -> jax.Array:
 
 def cholesky(a: jax.Array) -> jax.Array:
     """(n, n) lower Cholesky factor of symmetric positive definite a (n, n); carries no gradient."""
-    return _cholesky_p(jax.lax.stop_gradient(a))
+    low: jax.Array = _cholesky_p(jax.lax.stop_gradient(a))
+    return low
 
 
 def cho_solve(a: jax.Array, low: jax.Array, b: jax.Array) -> jax.Array:

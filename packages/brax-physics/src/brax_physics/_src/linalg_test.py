@@ -152,8 +152,11 @@ def test_batched_lapack_calls_stay_off_the_thread_pool(fn: str, batch: int, n: i
     """Large batches go to LAPACK in chunks below jaxlib's parallel threshold; values unchanged."""
     m_np, b_np = _spd(np.random.default_rng(11), batch, n)
     m, b = jnp.asarray(m_np), jnp.asarray(b_np)
-    calls = {"cholesky": (jax.vmap(linalg.cholesky), (m,)), "spd_solve": (jax.vmap(linalg.spd_solve), (m, b)),
-             "cho_solve": (jax.vmap(linalg.cho_solve), (m, jax.vmap(linalg.cholesky)(m), b))}
+    calls: dict[str, tuple[Callable[..., jax.Array], tuple[jax.Array, ...]]] = {
+        "cholesky": (jax.vmap(linalg.cholesky), (m,)),
+        "spd_solve": (jax.vmap(linalg.spd_solve), (m, b)),
+        "cho_solve": (jax.vmap(linalg.cho_solve), (m, jax.vmap(linalg.cholesky)(m), b)),
+    }
     f, args = calls[fn]
     work = _lapack_work(_hlo(f, *args))
     assert work and all(w < linalg._POOL_MIN_WORK for _, w in work), work
