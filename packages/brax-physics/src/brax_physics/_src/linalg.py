@@ -18,10 +18,10 @@ pool and block their own pool thread until the pieces finish; once as many such 
 as the pool has threads, every thread waits and the process hangs for good (seen with 1024 ants:
 a potrf and a trsm each parked in `jax::ParallelBatchMap`; six independent 14x14 factors of batch
 1024 in one program; the step sharded over two CPU devices). So a batched call here takes at most
-as many systems as stay under that work, in a `lax.map` over chunks when the batch is larger; each
-chunk runs on the thread that calls it, and any number of them may run at once (two devices each
-on its own core). A vmap around another vmap batches a chunk's call again, past the limit; the
-pipeline vmaps once.
+as many systems as stay under that work, one call per chunk when the batch is larger; each chunk
+runs on the thread that calls it, and any number of them may run at once (the chunks of one
+factor side by side, two devices each on its own core). A vmap around another vmap batches a
+chunk's call again, past the limit; the pipeline vmaps once.
 
 Differentiation: solves are `lax.custom_linear_solve`s, so their derivatives are implicit (the
 JVP solves again with the same factor, reverse mode transposes the solve) and flow through the
@@ -135,13 +135,12 @@ def _lapack_factor(a: jax.Array) -> jax.Array:
 
 
 def _inline_map(fn: Callable[..., jax.Array], work: int, *xs: jax.Array) -> jax.Array:
-    """vmap of a LAPACK `fn` (flop estimate `work` per system) over axis 0 of `xs`, in calls small
-    enough to run on the calling thread (a `lax.map` over chunks when the batch is larger)."""
-    chunk = max(1, (_POOL_MIN_WORK - 1) // max(1, work))
-    if xs[0].shape[0] <= chunk:
-        return jax.vmap(fn)(*xs)
-    out: jax.Array = jax.lax.map(lambda args: fn(*args), xs, batch_size=chunk)
-    return out
+    """vmap of a LAPACK `fn` (flop estimate `work` per system) over axis 0 of `xs`, as calls small
+    enough to run on the calling thread: one per chunk of the batch, independent of each other (a
+    `lax.map` over the chunks, one at a time, ran the step slower)."""
+    batch, chunk = xs[0].shape[0], max(1, (_POOL_MIN_WORK - 1) // max(1, work))
+    parts = [jax.vmap(fn)(*(x[i:i + chunk] for x in xs)) for i in range(0, batch, chunk)]
+    return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
 
 
 def _lapack_factors(a: jax.Array) -> jax.Array:
