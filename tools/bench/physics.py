@@ -210,9 +210,9 @@ def _env_opt(model: str) -> dict[str, int]:
 # once as many are in flight as the pool has threads (2 on a 2-core machine), every thread waits in
 # `jax::ParallelBatchMap` and none is left to run the chunks. The memory-minimizing schedule keeps
 # them apart, which in practice avoids the deadlock; that is observed, not guaranteed (no XLA flag
-# sizes the pool or serializes thunks). Only the backends listed get it: ours chains its batched
-# LAPACK calls within a step (brax_physics._src.linalg) and runs as users run it; each row names the
-# flags it ran with.
+# sizes the pool or serializes thunks). Only the backends listed get it: ours keeps every batched
+# LAPACK call below jaxlib's thread-pool threshold (brax_physics._src.linalg) and runs as users run
+# it; each row names the flags it ran with. Sharded over CPU devices, MJX hangs even so.
 _CHILD_XLA_FLAGS = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 _NEEDS_CHILD_FLAGS = frozenset({"brax_mjx", "brax_mjx_env", "brax_mjx_env_sharded"})
 
@@ -243,7 +243,7 @@ def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int,
     jaxlib 0.10.2's CPU client was seen to wedge here at batch 1024 (every XLA worker and the main
     thread parked on futexes in `block_until_ready`, no CPU used), for Google brax's spring and MJX
     pipelines and for ours alike. MJX's wedge (batch 512 and 1024) and ours were traced to batched
-    LAPACK calls running two at once (see `_CHILD_XLA_FLAGS`; ours now chains them). Spring
+    LAPACK calls running two at once (see `_CHILD_XLA_FLAGS`; ours now keeps them off the pool). Spring
     makes no LAPACK call and was not traced; the timeout stays as the backstop. A fresh process per
     row also keeps compile caches from leaking between backends.
     """
