@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import struct
 import subprocess
 import sys
@@ -189,15 +190,21 @@ def test_console_script() -> None:
     assert "matmul precision" in p.stdout and "MUJOCO_GL" in p.stdout
 
 
-def test_cpu_devices_for_train_and_resume(tmp_path: pathlib.Path) -> None:
+def test_cpu_devices_and_compile_cache_for_train_and_resume(tmp_path: pathlib.Path) -> None:
     """`--cpu-devices 4` trains on four CPU devices (the suite's processes have two), is recorded
-    in config.json, and `resume` makes as many again without the flag."""
-    path = tmp_path / "run"
-    p = cli("train", *TINY, "--cpu-devices", "4", "--no-replay", "--run-dir", str(path))
+    in config.json, and `resume` makes as many again without the flag; the resume loads the
+    programs the training compiled from `--compile-cache` and says so."""
+    path, cache = tmp_path / "run", tmp_path / "xla"
+    cached = ("--no-replay", "--compile-cache", str(cache))
+    p = cli("train", *TINY, "--cpu-devices", "4", "--run-dir", str(path), *cached)
     assert p.returncode == 0, p.stderr[-4000:]
+    assert "loaded" not in p.stderr  # an empty cache
     assert json.loads((path / "config.json").read_text())["cpu_devices"] == 4
-    p = cli("resume", str(path), "--num-timesteps", "3200", "--no-replay")
+    assert any(f.name.startswith("jit_chunk-") for f in cache.iterdir()), sorted(cache.iterdir())
+    p = cli("resume", str(path), "--num-timesteps", "3200", *cached)
     assert p.returncode == 0, p.stderr[-4000:]
+    loaded = rf"compile cache {re.escape(str(cache))}: \d+ programs? loaded, ~\d+ s of compiling saved"
+    assert re.search(loaded, p.stderr), p.stderr
     lines = (path / "metrics.jsonl").read_text().splitlines()
     events = [json.loads(line) for line in lines if '"event"' in line]
     devices = [(e["event"], e.get("devices")) for e in events if e["event"] != "end"]

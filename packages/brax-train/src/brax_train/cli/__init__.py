@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from brax_train._versions import installed_version
 from brax_train.cli._errors import CommandError, UsageError, one_line
-from brax_train.cli._parser import PROG, Command, parse
+from brax_train.cli._parser import PROG, CacheFlag, Command, parse
 
 
 def _run(command: Command) -> int:
@@ -21,7 +21,16 @@ def _run(command: Command) -> int:
     level = [logging.WARNING, logging.INFO, logging.DEBUG][min(command.verbose, 2)]
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger().setLevel(level)
-    return COMMANDS[type(command)](command)
+    if not isinstance(command, CacheFlag):
+        return COMMANDS[type(command)](command)
+    from brax_train.cli import _cache
+
+    path = _cache.configure(command.compile_cache)
+    with _cache.counting() as loads:
+        status = COMMANDS[type(command)](command)
+    if line := loads.summary(path):
+        print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:

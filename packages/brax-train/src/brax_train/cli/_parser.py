@@ -179,8 +179,19 @@ class _Devices:
     cpu_devices: Annotated[Index, _opt("N", _CPU, "0")] = 0
 
 
+_CACHE = ("keep compiled programs here for later runs of the same environment and settings "
+          "(JAX's persistent compilation cache); off: none; default: JAX_COMPILATION_CACHE_DIR if set")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Train(_Devices, _Processes, _Command):
+class CacheFlag:
+    """Where compiled XLA programs are kept between runs (`_cache.configure`)."""
+
+    compile_cache: Annotated[str | None, _opt("DIR", _CACHE, "~/.cache/brax-train/xla")] = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Train(CacheFlag, _Devices, _Processes, _Command):
     """Train an agent: settings from the environment's preset < --config FILE < --set KEY=VALUE < flags."""
 
     agent: Annotated[str, _opt("NAME", f"training agent: {', '.join(AGENTS)}")] = "ppo"
@@ -203,7 +214,7 @@ def _train_with(config_class: Any) -> Any:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Resume(_Devices, _Processes, _Command):
+class Resume(CacheFlag, _Devices, _Processes, _Command):
     """Continue a run from its latest complete checkpoint to its num_timesteps."""
 
     run_dir: _RunDir
@@ -212,7 +223,7 @@ class Resume(_Devices, _Processes, _Command):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Eval(_Command):
+class Eval(CacheFlag, _Command):
     """Run a run's deterministic policy for N episodes and report the episode reward."""
 
     run_dir: _RunDir
@@ -222,7 +233,7 @@ class Eval(_Command):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Render(_Command):
+class Render(CacheFlag, _Command):
     """Render one episode of a run's deterministic policy to .html, .gif or .mp4."""
 
     run_dir: _RunDir
