@@ -67,7 +67,7 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     path = tmp_path_factory.mktemp("cli") / "run"
-    p = cli("train", *TINY, "--run-dir", str(path))
+    p = cli("train", *TINY, "--run-dir", str(path), "--cpu-devices", "auto")
     assert p.returncode == 0, p.stderr[-4000:]
     return {"path": path, "proc": p}
 
@@ -78,12 +78,18 @@ def test_train_writes_the_whole_run_dir(run: dict[str, Any]) -> None:
     assert config["env"] == "mjcf_cartpole"
     assert config["imports"] == [str(ENV_MODULE)]
     assert config["ppo"]["num_timesteps"] == 1600 and config["ppo"]["episode_length"] == 50
+    # --cpu-devices auto: one device per core this process may use, as far as 8 envs divide
+    cores = len(os.sched_getaffinity(0))
+    devices = max(d for d in range(1, min(cores, 8) + 1) if 8 % d == 0)
+    assert f"--cpu-devices auto: {devices} CPU device" in run["proc"].stderr, run["proc"].stderr
+    assert config["cpu_devices"] == devices
 
     rows = [
         json.loads(line, parse_constant=lambda c: 1 / 0)
         for line in (path / "metrics.jsonl").read_text().splitlines()
     ]
     assert rows[0]["event"] == "start" and rows[-1]["event"] == "end" and rows[-1]["step"] >= 1600
+    assert rows[0]["devices"] == devices
     reports = [r for r in rows if "event" not in r]
     assert all(isinstance(r["step"], int) and r["time"] > 0 for r in reports)
     assert sum("eval/episode_reward" in r for r in reports) == 3

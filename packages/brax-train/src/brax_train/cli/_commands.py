@@ -6,6 +6,7 @@ import dataclasses
 import datetime
 import functools
 import json
+import os
 import pathlib
 import shutil
 import sys
@@ -24,7 +25,7 @@ from brax_train import distributed as dist
 from brax_train.cli import _settings
 from brax_train.cli._doctor import cmd_doctor
 from brax_train.cli._errors import CommandError, UsageError, one_line
-from brax_train.cli._parser import RENDER_SUFFIXES, Doctor, Envs, Eval, Export, Render, Resume, Train
+from brax_train.cli._parser import AUTO, RENDER_SUFFIXES, Doctor, Envs, Eval, Export, Render, Resume, Train
 from brax_train.cli._rundir import RunDir
 from brax_train.cli._settings import RunSpec
 
@@ -59,6 +60,37 @@ def _cpu_devices(n: int) -> None:
         raise UsageError(f"--cpu-devices: {one_line(str(e))}") from None
 
 
+def cpu_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the platform tells, else all)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def auto_cpu_devices(agent: str, c: Any, processes: int, cores: int) -> int:
+    """`--cpu-devices auto`: the most devices, at most one per core (and `max_devices_per_host`),
+    for which agent `agent`'s settings `c` validate over `processes` processes (1 when none do:
+    training then reports what is wrong)."""
+    validate = agents.spec(agent).validate
+    cap = getattr(c, "max_devices_per_host", None) or cores
+    for n in range(min(cores, cap), 1, -1):
+        try:
+            validate(c, n * processes)
+        except config.ConfigError:
+            continue
+        return n
+    return 1
+
+
+def _auto_cpu_devices(agent: str, c: Any, processes: int | None) -> int:
+    """`auto_cpu_devices` for this process's cores, said on stderr."""
+    cores = cpu_cores()
+    n = auto_cpu_devices(agent, c, processes or 1, cores)
+    devices, of = f"{n} CPU device{'s' if n != 1 else ''}", f"{cores} core{'s' if cores != 1 else ''}"
+    _err(f"brax-train: --cpu-devices auto: {devices} ({of})")
+    return n
+
+
 def _join(args: Train | Resume, cpu_devices: int) -> bool:
     """Join the multi-process run the flags (or the cluster) describe; whether this is the primary."""
     _cpu_devices(cpu_devices)
@@ -73,7 +105,11 @@ def _join(args: Train | Resume, cpu_devices: int) -> bool:
 
 def cmd_train(args: Train) -> int:
     """`brax-train train`: resolve settings, create the run directory and train."""
-    primary = _join(args, args.cpu_devices)
+    cpu_devices = args.cpu_devices
+    if cpu_devices == AUTO:  # from the settings alone, validated for one device: JAX has not started
+        spec, c = _settings.resolve(args, device_count=1)
+        cpu_devices = _auto_cpu_devices(spec.agent, c, args.num_processes)
+    primary = _join(args, int(cpu_devices))
     if jax.process_count() > 1 and args.run_dir is None:
         raise UsageError("--run-dir is required in a multi-process run (every process names the same one)")
     spec, c = _settings.resolve(args)
@@ -87,8 +123,8 @@ def cmd_train(args: Train) -> int:
         )
     dist.barrier("brax_train.cli.checked")  # every process saw it empty before process 0 writes
     info: dict[str, Any] = {"created": now.isoformat(timespec="seconds"), "argv": ["train", *args.argv]}
-    if args.cpu_devices:
-        info["cpu_devices"] = args.cpu_devices
+    if cpu_devices:
+        info["cpu_devices"] = cpu_devices
     if primary:
         run.write_config(spec, {**info, "versions": _versions.package_versions()})
     _err(f"brax-train: training {spec.env} with {spec.agent} for {c.num_timesteps:,} steps into {run.path}")
@@ -102,7 +138,11 @@ def cmd_resume(args: Resume) -> int:
     recorded = data.get("cpu_devices", 0)
     if type(recorded) is not int or recorded < 0:
         raise UsageError(f"{run.config}: cpu_devices must be an integer >= 0, got {recorded!r}")
-    primary = _join(args, args.cpu_devices or recorded)
+    cpu_devices = args.cpu_devices or recorded
+    if cpu_devices == AUTO:
+        c = _settings.agent_config(spec, where=str(run.config), device_count=1)
+        cpu_devices = _auto_cpu_devices(spec.agent, c, args.num_processes)
+    primary = _join(args, int(cpu_devices))
     if args.num_timesteps is not None:
         spec = dataclasses.replace(spec, settings={**spec.settings, "num_timesteps": args.num_timesteps})
     env = make_env(spec, where=str(run.config))

@@ -73,6 +73,20 @@ def parse_int(text: str, minimum: int | None = None) -> int:
     return value
 
 
+AUTO = "auto"
+"""The `--cpu-devices` value that picks the count (`_commands.auto_cpu_devices`)."""
+
+
+def parse_cpu_devices(text: str) -> int | str:
+    """`--cpu-devices`: an integer >= 0 or `auto`."""
+    if text == AUTO:
+        return AUTO
+    try:
+        return parse_int(text, 0)
+    except ValueError:
+        raise ValueError(f"expected an integer >= 0 or {AUTO}, got {text!r}") from None
+
+
 def _network_factory(text: str) -> Any:
     value = parse_value(text)
     if isinstance(value, dict) or (isinstance(value, str) and value):
@@ -169,14 +183,21 @@ class _Processes:
 
 
 _CPU = ("JAX CPU devices, each stepping its share of the environments on its own core (XLA runs one "
-        "device's kernels one at a time); 0: JAX's default, one; resume makes the run's unless given")
+        "device's kernels one at a time); auto: as many as the cores this process may use and the "
+        "settings allow (num_envs and the batch sizes divide by it); 0: JAX's default, one; resume "
+        "makes the run's unless given")
+_CPU_DEVICES: Any = Annotated[
+    int | str,
+    _spec("N|auto", parse_cpu_devices, lambda v: v == AUTO or type(v) is int),
+    _opt("N|auto", _CPU, "0"),
+]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _Devices:
     """How many CPU devices JAX makes, set before its first computation."""
 
-    cpu_devices: Annotated[Index, _opt("N", _CPU, "0")] = 0
+    cpu_devices: _CPU_DEVICES = 0
 
 
 _CACHE = ("keep compiled programs here for later runs of the same environment and settings "

@@ -165,8 +165,9 @@ def _apply(c: Any, items: Iterable[tuple[str, Any]], source: str, env_kw: dict[s
     return c
 
 
-def resolve(train: _parser.Train) -> tuple[RunSpec, Any]:
-    """The run of `brax-train train`: preset < config file < `--set` items < flags; validated."""
+def resolve(train: _parser.Train, device_count: int | None = None) -> tuple[RunSpec, Any]:
+    """The run of `brax-train train`: preset < config file < `--set` items < flags; validated (as in
+    `agent_config`)."""
     source, items = f"--config {train.config}", (load_config_file(train.config) if train.config else [])
     file = dict(items)
     file_env = file.get("env", file.get("env.name"))
@@ -193,7 +194,7 @@ def resolve(train: _parser.Train) -> tuple[RunSpec, Any]:
     c = _parser.parse_train_flags(train, c)
     settings = {k: _recordable(getattr(c, k)) for k in settable(type(c))}
     spec = RunSpec(name, env_kwargs, imports, settings, train.agent)
-    return spec, agent_config(spec)
+    return spec, agent_config(spec, device_count=device_count)
 
 
 def _recordable(value: Any) -> Any:
@@ -203,8 +204,11 @@ def _recordable(value: Any) -> Any:
     return (networks.callable_name(value) or value) if callable(value) else value
 
 
-def agent_config(spec: RunSpec, where: str = "") -> Any:
-    """The validated config of a run's agent (named callables resolved); errors are one-line `UsageError`s."""
+def agent_config(spec: RunSpec, where: str = "", device_count: int | None = None) -> Any:
+    """The validated config of a run's agent (named callables resolved); errors are one-line `UsageError`s.
+
+    Validated for `device_count` devices (default: the run's devices, which starts JAX's backend).
+    """
     prefix, kwargs = f"{where}: " if where else "", dict(spec.settings)
     agent = agents.spec(spec.agent)
     defaults = agent.config_class()
@@ -221,7 +225,7 @@ def agent_config(spec: RunSpec, where: str = "") -> Any:
         raise UsageError(f"{prefix}{key}: cannot resolve {one_line(str(e))}") from None
     try:
         c = config.merge(agent.config_class, None, kwargs, f"{spec.agent}.train")
-        agent.validate(c, len(runner.mesh_devices(c)))
+        agent.validate(c, len(runner.mesh_devices(c)) if device_count is None else device_count)
     except config.ConfigError as e:
         raise UsageError(prefix + one_line(str(e))) from None
     return agent.resolve(c)

@@ -136,3 +136,20 @@ def test_doctor_names_fixes_for_rendering(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(_doctor, "probe_rendering", lambda gl, timeout=60.0: (False, "no GL"))
     r = _doctor.report()
     assert any("offscreen rendering fails" in p["what"] and "MUJOCO_GL" in p["fix"] for p in r["problems"])
+
+
+def test_auto_cpu_devices_divides_the_settings() -> None:
+    """`--cpu-devices auto`: the most devices, up to one per core, for which the agent's own rules hold."""
+    from brax_train.cli._commands import auto_cpu_devices, cpu_cores
+
+    c = ppo.PPOConfig(num_envs=20, batch_size=20, num_minibatches=2, episode_length=10)
+    assert auto_cpu_devices("ppo", c, processes=1, cores=8) == 5  # 8, 7, 6 do not divide 20
+    assert auto_cpu_devices("ppo", c, processes=1, cores=16) == 10
+    assert auto_cpu_devices("ppo", c, processes=2, cores=8) == 5  # 2 x 5 = 10 divides 20
+    assert auto_cpu_devices("ppo", c, processes=1, cores=1) == 1
+    assert auto_cpu_devices("ppo", c.replace(max_devices_per_host=4), processes=1, cores=8) == 4
+    seven = ppo.PPOConfig(num_envs=7, batch_size=7, episode_length=10)
+    assert auto_cpu_devices("ppo", seven, processes=1, cores=8) == 7
+    # a setting no device count fixes: 1, and training reports the setting
+    assert auto_cpu_devices("ppo", c.replace(learning_rate=-1.0), processes=1, cores=8) == 1
+    assert cpu_cores() >= 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 
 import jax
 import pytest
@@ -34,7 +35,8 @@ def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
         (["train", "--batch-size", "x"], "--batch-size: expected an integer, got 'x'"),
         (["train", "--learning-rate", "fast"], "--learning-rate: could not convert string to float: 'fast'"),
         (["train", "--set", "novalue"], "--set: expected KEY=VALUE, got 'novalue'"),
-        (["train", "--cpu-devices", "-1"], "--cpu-devices: expected an integer >= 0, got '-1'"),
+        (["train", "--cpu-devices", "-1"], "--cpu-devices: expected an integer >= 0 or auto, got '-1'"),
+        (["resume", "d", "--cpu-devices", "x"], "--cpu-devices: expected an integer >= 0 or auto, got 'x'"),
         (["eval", "d", "--episodes", "zero"], "--episodes: expected a positive integer, got 'zero'"),
         (["eval", "d", "-n", "0"], "--episodes: expected a positive integer, got '0'"),
         (["render", "d"], "Missing from brax-train render: --out FILE"),
@@ -139,6 +141,24 @@ def test_existing_run_dir_is_refused(capsys: pytest.CaptureFixture[str], tmp_pat
     (tmp_path / "keep.txt").write_text("x")
     msg = _error(capsys, ["train", "--env", "fast", "--run-dir", str(tmp_path)])
     assert msg.startswith(f"--run-dir: {str(tmp_path)!r} already exists and is not empty")
+
+
+def test_cpu_devices_auto_or_a_count() -> None:
+    train = parse(["train", "--cpu-devices", "auto"])
+    assert isinstance(train, Train) and train.cpu_devices == "auto"
+    assert parse(["resume", "d", "--cpu-devices", "2"]).cpu_devices == 2  # type: ignore[union-attr]
+    assert parse(["train"]).cpu_devices == 0  # type: ignore[union-attr]
+
+
+def test_cpu_devices_auto_once_jax_has_started(capsys: pytest.CaptureFixture[str],
+                                               tmp_path: pathlib.Path) -> None:
+    jax.devices()
+    argv = ["train", "--env", "fast", "--cpu-devices", "auto", "--run-dir", str(tmp_path / "r")]
+    assert main(argv) == 2
+    chose, error = capsys.readouterr().err.strip().splitlines()
+    assert re.fullmatch(r"brax-train: --cpu-devices auto: \d+ CPU devices? \(\d+ cores?\)", chose), chose
+    assert error.startswith("brax-train: error: --cpu-devices: jax_num_cpu_devices config should be updated")
+    assert not (tmp_path / "r").exists()
 
 
 def test_cpu_devices_once_jax_has_started(capsys: pytest.CaptureFixture[str], tmp_path: pathlib.Path) -> None:
