@@ -21,7 +21,8 @@ a potrf and a trsm each parked in `jax::ParallelBatchMap`; six independent 14x14
 as many systems as stay under that work, one call per chunk when the batch is larger; each chunk
 runs on the thread that calls it, and any number of them may run at once (the chunks of one
 factor side by side, two devices each on its own core). A vmap around another vmap batches a
-chunk's call again, past the limit; the pipeline vmaps once.
+chunk's call again, past the limit; the pipeline vmaps once. The split is the CPU's alone
+(`lax.platform_dependent`): lowered for a GPU or TPU, each factor or solve takes the whole batch.
 
 Differentiation: solves are `lax.custom_linear_solve`s, so their derivatives are implicit (the
 JVP solves again with the same factor, reverse mode transposes the solve) and flow through the
@@ -135,12 +136,20 @@ def _lapack_factor(a: jax.Array) -> jax.Array:
 
 
 def _inline_map(fn: Callable[..., jax.Array], work: int, *xs: jax.Array) -> jax.Array:
-    """vmap of a LAPACK `fn` (flop estimate `work` per system) over axis 0 of `xs`, as calls small
-    enough to run on the calling thread: one per chunk of the batch, independent of each other (a
-    `lax.map` over the chunks, one at a time, ran the step slower)."""
+    """vmap of a LAPACK `fn` (flop estimate `work` per system) over axis 0 of `xs`, on the CPU as
+    calls small enough to run on the calling thread: one per chunk of the batch, independent of
+    each other (a `lax.map` over the chunks, one at a time, ran the step slower). Other platforms
+    (cuSOLVER, TPU) get the whole batch in one call, as their batched kernels want."""
     batch, chunk = xs[0].shape[0], max(1, (_POOL_MIN_WORK - 1) // max(1, work))
-    parts = [jax.vmap(fn)(*(x[i:i + chunk] for x in xs)) for i in range(0, batch, chunk)]
-    return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+    whole = jax.vmap(fn)
+    if batch <= chunk:
+        return whole(*xs)
+
+    def chunked(*ys: jax.Array) -> jax.Array:
+        return jnp.concatenate([whole(*(y[i:i + chunk] for y in ys)) for i in range(0, batch, chunk)])
+
+    out: jax.Array = jax.lax.platform_dependent(*xs, cpu=chunked, default=whole)
+    return out
 
 
 def _lapack_factors(a: jax.Array) -> jax.Array:

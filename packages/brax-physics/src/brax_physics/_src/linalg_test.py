@@ -171,6 +171,29 @@ def test_batched_lapack_calls_stay_off_the_thread_pool(fn: str, batch: int, n: i
         np.testing.assert_allclose(got, _expected(m_np, b_np), rtol=3e-4, atol=3e-5)
 
 
+def _factor_and_solve_batches(f: Callable[..., jax.Array], platform: str,
+                              *args: jax.ShapeDtypeStruct) -> list[int]:
+    """Batch size of each Cholesky factor or triangular solve in `f` lowered for `platform`."""
+    text = jax.export.export(jax.jit(f), platforms=[platform])(*args).mlir_module()
+    lapack = re.findall(r"custom_call @\w*(?:potrf|trsm)\w*\(.*?: \(tensor<(\d+)x", text)
+    hlo = re.findall(r"stablehlo.triangular_solve.*?: \(tensor<(\d+)x", text)
+    return [int(size) for size in lapack + hlo]
+
+
+@pytest.mark.parametrize(("fn", "batch", "n"),
+                         [("cholesky", 1024, 14), ("cholesky", 1024, 23), ("cho_solve", 63, 60)])
+def test_accelerators_get_the_whole_batch_in_one_call(fn: str, batch: int, n: int) -> None:
+    """The chunking is for jaxlib's CPU kernels: lowered for CUDA (no GPU needed), each factor or
+    solve takes the whole batch, where the CPU lowering splits it."""
+    spec = jax.ShapeDtypeStruct
+    m = spec((batch, n, n), jnp.float32)  # type: ignore[no-untyped-call]
+    args = (m,) if fn == "cholesky" else (m, spec((batch, n), jnp.float32))  # type: ignore[no-untyped-call]
+    f = jax.vmap(linalg.cholesky) if fn == "cholesky" else jax.vmap(lambda a, r: linalg.cho_solve(a, a, r))
+    cpu, cuda = (_factor_and_solve_batches(f, p, *args) for p in ("cpu", "cuda"))
+    assert cpu and max(cpu) < batch, cpu
+    assert cuda == [batch] * (1 if fn == "cholesky" else 2), cuda  # cho_solve: L and Lᵀ solves
+
+
 def test_many_concurrent_batched_solves_complete() -> None:
     """Six independent batched spd_solves per call, 200 calls: with batched LAPACK this hangs."""
     code = textwrap.dedent("""
