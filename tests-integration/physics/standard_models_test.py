@@ -8,6 +8,7 @@ excluded) agrees. The XML files are read by path: brax-physics must not import b
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -186,3 +187,24 @@ def test_two_cpu_devices_shard_map_does_not_hang(name: str) -> None:
     # the same 30 steps per member; float32 reductions vectorized over a different batch may
     # differ in the last bit, which 30 steps of contact dynamics grow to well below 1e-3
     assert float(diff) < 1e-3, out
+
+
+@pytest.mark.parametrize("name", ["ant", "humanoid"])
+def test_step_lowers_for_gpu_and_tpu(name: str) -> None:
+    """The vmapped step lowers for CUDA and TPU (no accelerator needed: `jax.export`): nothing in it
+    is CPU-only, and the CPU's LAPACK chunking (brax_physics linalg) stays on the CPU: cuSOLVER
+    factors the whole batch per call."""
+    sys = bp.load_mjcf(ASSETS / f"{name}.xml")
+    batch = 1024
+    state = jax.eval_shape(lambda: jax.vmap(lambda _: bp.init(sys))(jnp.arange(batch)))
+    ctrl = jax.ShapeDtypeStruct((batch, sys.nu), jnp.float32)  # type: ignore[no-untyped-call]
+    step = jax.jit(jax.vmap(lambda s, u: bp.step(sys, s, u)))
+    targets = {}
+    for platform in ("cuda", "tpu"):
+        text = jax.export.export(step, platforms=[platform])(state, ctrl).mlir_module()
+        targets[platform] = re.findall(r"custom_call @(\w+)\(.*?: \(tensor<([\dx]+)", text)
+    assert targets["tpu"] == [], targets["tpu"]  # plain HLO throughout
+    # mass-matrix factors take the whole batch, the Newton solve's factors (n > 16) its work
+    # queue's slots, a quarter of it: no call takes a CPU-sized chunk
+    assert {t for t, _ in targets["cuda"]} == {"cusolver_potrf_ffi"}, targets["cuda"]
+    assert {int(shape.split("x")[0]) for _, shape in targets["cuda"]} <= {batch, batch // 4}, targets["cuda"]
