@@ -41,6 +41,14 @@ def default_dir() -> pathlib.Path:
     return pathlib.Path(base) / "brax-train" / "xla"
 
 
+def describe() -> dict[str, Any]:
+    """Where `train`/`resume`/`eval`/`render` keep compiled programs by default (JAX's own setting,
+    else `default_dir()`), how many are there and their bytes (for `brax-train doctor`)."""
+    path = pathlib.Path(setting_of("jax_compilation_cache_dir") or default_dir())
+    entries = sorted(path.glob("*-cache")) if path.is_dir() else []
+    return {"dir": str(path), "programs": len(entries), "bytes": sum(e.stat().st_size for e in entries)}
+
+
 def configure(setting: str | None) -> pathlib.Path | None:
     """Point JAX's persistent compilation cache at `setting` (a directory, `off`, or None: JAX's own
     setting when the user made one, e.g. `JAX_COMPILATION_CACHE_DIR`, else `default_dir()`); the

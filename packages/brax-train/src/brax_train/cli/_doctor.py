@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import jax
 
 from brax_train._versions import installed_version
+from brax_train.cli import _cache
 from brax_train.cli._parser import Doctor
 
 REQUIRED = (
@@ -109,8 +110,14 @@ def report(probe_timeout: float = 60.0) -> dict[str, Any]:
         what = "no Chromium found (only needed to test the HTML viewer headlessly)"
         problems.append(Problem(what, "apt-get install chromium"))
     platform_ = {"python": sys.version.split()[0], "platform": platform.platform()}
-    out = {"versions": versions, "optional": optional, "jax": jax_info, "rendering": rendering}
+    out = {"versions": versions, "optional": optional, "jax": jax_info, "rendering": rendering,
+           "compile_cache": _cache.describe()}
     return {**platform_, **out, "problems": [p._asdict() for p in problems]}
+
+
+def _cache_text(c: dict[str, Any]) -> str:
+    n = c["programs"]
+    return f"{c['dir']} ({n} program{'s' if n != 1 else ''}, {c['bytes'] / 1e6:.1f} MB; --compile-cache)"
 
 
 def format_report(r: dict[str, Any]) -> str:
@@ -123,6 +130,7 @@ def format_report(r: dict[str, Any]) -> str:
             "devices": ", ".join(j.get("devices", [])) or "none",
             "matmul precision": j.get("default_matmul_precision"),
             "x64": j.get("x64"),
+            "compile cache": _cache_text(r["compile_cache"]),
         },
         "rendering": {
             "MUJOCO_GL": g.get("MUJOCO_GL") or "(unset)",

@@ -92,3 +92,15 @@ def test_counting_sees_only_cache_loads_inside(tmp_path: pathlib.Path) -> None:
     assert loads.summary(tmp_path) == f"compile cache {tmp_path}: 2 programs loaded, ~4 s of compiling saved"
     assert loads.summary(None) is None
     assert _cache.Loads().summary(tmp_path) is None
+
+
+def test_doctor_describes_the_cache(tmp_path: pathlib.Path) -> None:
+    from brax_train.cli._doctor import _cache_text
+
+    jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    assert _cache.describe() == {"dir": str(tmp_path), "programs": 0, "bytes": 0}
+    (tmp_path / "jit_chunk-abc-cache").write_bytes(b"x" * 1500)
+    (tmp_path / "jit_chunk-abc-atime").write_bytes(b"12")  # JAX's access times: not programs
+    d = _cache.describe()
+    assert d == {"dir": str(tmp_path), "programs": 1, "bytes": 1500}
+    assert _cache_text(d) == f"{tmp_path} (1 program, 0.0 MB; --compile-cache)"
