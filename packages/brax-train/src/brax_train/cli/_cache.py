@@ -51,8 +51,8 @@ def describe() -> dict[str, Any]:
 
 def configure(setting: str | None) -> pathlib.Path | None:
     """Point JAX's persistent compilation cache at `setting` (a directory, `off`, or None: JAX's own
-    setting when the user made one, e.g. `JAX_COMPILATION_CACHE_DIR`, else `default_dir()`); the
-    directory in use, or None. Call before the command's first compile.
+    setting when the user made one, e.g. `JAX_COMPILATION_CACHE_DIR` or `JAX_ENABLE_COMPILATION_CACHE=0`,
+    else `default_dir()`); the directory in use, or None. Call before the command's first compile.
 
     An explicit directory that cannot be used is a `UsageError` naming the flag; the default one is
     skipped with a warning (a read-only home must not stop a run).
@@ -61,6 +61,8 @@ def configure(setting: str | None) -> pathlib.Path | None:
         jax.config.update("jax_enable_compilation_cache", False)
         return None
     own = setting_of("jax_compilation_cache_dir")
+    if setting is None and not setting_of("jax_enable_compilation_cache"):
+        return None
     if setting is None and own:
         return pathlib.Path(own)
     path = pathlib.Path(setting).expanduser() if setting is not None else default_dir()

@@ -51,9 +51,13 @@ def test_users_size_bound_is_kept(tmp_path: pathlib.Path) -> None:
     assert _cache.setting_of("jax_compilation_cache_max_size") == 12345
 
 
-def test_off_disables_jax_cache() -> None:
+def test_off_disables_jax_cache(tmp_path: pathlib.Path) -> None:
     assert _cache.configure("off") is None
     assert _cache.setting_of("jax_enable_compilation_cache") is False
+    assert _cache.configure(None) is None  # the user's own "off" (JAX_ENABLE_COMPILATION_CACHE=0) holds
+    assert _cache.setting_of("jax_enable_compilation_cache") is False
+    assert _cache.configure(str(tmp_path)) == tmp_path  # unless a directory is named
+    assert _cache.setting_of("jax_enable_compilation_cache") is True
 
 
 def test_default_is_jax_own_setting_then_xdg(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
