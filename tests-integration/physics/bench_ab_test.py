@@ -1,0 +1,25 @@
+"""tools/bench/ab.py: the in-process A/B of a brax-physics setting on the whole step."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools/bench"))
+import ab
+from brax_physics._src import solver
+
+
+def test_ab_times_both_values_and_restores_the_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    before = solver.QUEUE_SLOT_FRACTION
+    out = ab.run("reacher", 2, "brax_physics._src.solver:QUEUE_SLOT_FRACTION", [4, 8], steps=2, rounds=1)
+    assert before == solver.QUEUE_SLOT_FRACTION  # restored
+    assert [r["value"] for r in out["runs"]] == ["4", "8"]
+    assert all(r["compile_s"] > 0 and r["us_per_step"] > 0 for r in out["runs"])
+    a, b = (r["us_per_step"] for r in out["runs"])
+    assert out["b_over_a"] == pytest.approx(b / a, rel=0.01)
+    assert out["max_abs_dq"] == 0.0  # the slot count never changes results
+    with pytest.raises(SystemExit, match="has no attribute 'NOPE'"):
+        ab.run("reacher", 2, "brax_physics._src.solver:NOPE", [1, 2], steps=1, rounds=1)
