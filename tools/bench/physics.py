@@ -5,8 +5,10 @@ second (physics steps / the env's n_frames: 5 for ant and humanoid, 1 otherwise;
 over a vmapped step; median of `--repeats` timed runs after a warm-up), compile time, the XLA
 buffer footprint of the compiled rollout, and `ours_over_this`, our throughput divided by that
 backend's. Run with `hatch run bench:physics [--models ant,humanoid] [--batches 1,128,1024]
-[--timeout S]`; each row runs in its own process, and one that does not finish in S seconds prints
-as an error row.
+[--timeout S] [--memory]`; each row runs in its own process, and one that does not finish in S seconds
+prints as an error row. `--memory` adds buffer bytes per env under one XLA schedule for every backend:
+for the timed rollout, which returns positions only (XLA keeps what a step reads from its state), and
+for the same rollout returning the whole state, as a training loop keeps its envs' states.
 Google brax's positional and spring pipelines approximate the model (their own contact and joint
 models); their rows are speed references only. `brax_mjx` runs the XML's solver settings, as every
 other backend; `brax_mjx_env` runs MJX with the ones Google brax's ant and humanoid envs give it
@@ -53,10 +55,7 @@ def _time_jax(rollout: Callable[..., Any], args: tuple[Any, ...], repeats: int) 
     t0 = time.perf_counter()
     compiled = jax.jit(rollout).lower(*args).compile()
     compile_s = time.perf_counter() - t0
-    mem = compiled.memory_analysis()
-    peak = 0
-    if mem is not None:
-        peak = int(mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes)
+    peak = _buffer_bytes(compiled)
     jax.block_until_ready(compiled(*args))
     runs = []
     for _ in range(repeats):
@@ -83,6 +82,54 @@ def _sharded(rollout: Callable[..., Any],
     return jax.shard_map(rollout, mesh=mesh, in_specs=split, out_specs=split, check_vma=False), args
 
 
+def _rollout(step: Callable[[Any, jax.Array], Any], steps: int, whole_state: bool) -> Callable[..., Any]:
+    """`steps` vmapped steps under `lax.scan` from (state, ctrl); returns the final positions, or the
+    final state (`whole_state`: what a training loop keeps between calls)."""
+    def rollout(state: Any, ctrl: jax.Array) -> Any:
+        def body(s: Any, _: None) -> tuple[Any, None]:
+            return jax.vmap(step)(s, ctrl), None
+
+        final = jax.lax.scan(body, state, None, length=steps)[0]
+        return final if whole_state else final.q
+
+    return rollout
+
+
+def _buffer_bytes(compiled: Any) -> int:
+    """Arguments, outputs and temporaries of a compiled program, in bytes (0 when XLA does not say)."""
+    mem = compiled.memory_analysis()
+    if mem is None:
+        return 0
+    return int(mem.temp_size_in_bytes + mem.argument_size_in_bytes + mem.output_size_in_bytes)
+
+
+def _memory_per_env(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax.Array, steps: int,
+                    sharded: bool) -> dict[str, int]:
+    """XLA buffer bytes per env of the rollout (compiled, not run): `bytes_per_env_q` returns the
+    positions only, so XLA keeps just what a step reads from its state; `bytes_per_env_state` returns
+    the whole state, as an RL environment's state persists between calls."""
+    out = {}
+    envs_per_program = ctrl.shape[0] // (len(jax.devices()) if sharded else 1)
+    for field, whole in (("bytes_per_env_q", False), ("bytes_per_env_state", True)):
+        rollout = _rollout(step, steps, whole)
+        fn, args = _sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))
+        compiled = jax.jit(fn).lower(*args).compile()
+        out[field] = _buffer_bytes(compiled) // envs_per_program
+    return out
+
+
+def _timed_rollout(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax.Array, steps: int,
+                   repeats: int, sharded: bool) -> tuple[float, float, int]:
+    """`_time_jax` of `_rollout(step, steps)` from (state, ctrl), over every CPU device when `sharded`;
+    with `BENCH_MEMORY=1` in the environment, prints `_memory_per_env` as a JSON object instead."""
+    if os.environ.get("BENCH_MEMORY") == "1":
+        print(json.dumps(_memory_per_env(step, state, ctrl, steps, sharded)), flush=True)
+        return float("nan"), float("nan"), 0
+    rollout = _rollout(step, steps, whole_state=False)
+    fn, args = _sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))
+    return _time_jax(fn, args, repeats)
+
+
 def bench_ours(xml: str, batch: int, steps: int, repeats: int,
                sharded: bool = False) -> tuple[float, float, int]:
     """brax-physics generalized pipeline (`sharded`: over every CPU device, see `_sharded`)."""
@@ -91,15 +138,7 @@ def bench_ours(xml: str, batch: int, steps: int, repeats: int,
     sys_ = bp.load_mjcf(xml)
     state = jax.vmap(lambda _: bp.init(sys_))(jnp.arange(batch))
     ctrl = jnp.asarray(_controls(sys_.nu, batch))
-
-    def rollout(state: Any, ctrl: jax.Array) -> Any:
-        def body(s: Any, _: None) -> tuple[Any, None]:
-            return jax.vmap(lambda st, u: bp.step(sys_, st, u))(s, ctrl), None
-
-        return jax.lax.scan(body, state, None, length=steps)[0].q
-
-    fn, args = _sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))
-    return _time_jax(fn, args, repeats)
+    return _timed_rollout(lambda st, u: bp.step(sys_, st, u), state, ctrl, steps, repeats, sharded)
 
 
 def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str,
@@ -124,15 +163,7 @@ def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str,
     qd = jnp.zeros(sys_.qd_size())
     state = jax.vmap(lambda _: pipeline.init(sys_, q, qd))(jnp.arange(batch))
     ctrl = jnp.asarray(_controls(sys_.act_size(), batch))
-
-    def rollout(state: Any, ctrl: jax.Array) -> Any:
-        def body(s: Any, _: None) -> tuple[Any, None]:
-            return jax.vmap(lambda st, u: pipeline.step(sys_, st, u))(s, ctrl), None
-
-        return jax.lax.scan(body, state, None, length=steps)[0].q
-
-    fn, args = _sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))
-    return _time_jax(fn, args, repeats)
+    return _timed_rollout(lambda st, u: pipeline.step(sys_, st, u), state, ctrl, steps, repeats, sharded)
 
 
 def _mjx_lacks_solver(model: mujoco.MjModel) -> bool:
@@ -222,12 +253,17 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _child_env(backend: str) -> dict[str, str]:
+def _child_env(backend: str, memory: bool = False) -> dict[str, str]:
     """The environment of `backend`'s child: XLA_FLAGS plus `_CHILD_XLA_FLAGS` where it needs them,
-    and one CPU device per core for the sharded backends."""
+    one CPU device per core for the sharded backends; `memory`: `BENCH_MEMORY=1` and
+    `_CHILD_XLA_FLAGS` for every backend, so all count bytes under one schedule (XLA's default one
+    trades buffer bytes for concurrency; MJX's children need the memory-minimizing one)."""
     env = dict(os.environ)
+    if memory:
+        env["BENCH_MEMORY"] = "1"
     flags = env.get("XLA_FLAGS", "")
-    if backend in _NEEDS_CHILD_FLAGS and "xla_cpu_enable_concurrency_optimized_scheduler" not in flags:
+    needs_flag = memory or backend in _NEEDS_CHILD_FLAGS
+    if needs_flag and "xla_cpu_enable_concurrency_optimized_scheduler" not in flags:
         flags = f"{flags} {_CHILD_XLA_FLAGS}".strip()
     if backend in _SHARDED and "xla_force_host_platform_device_count" not in flags:
         flags = f"{flags} --xla_force_host_platform_device_count={_cores()}".strip()
@@ -236,8 +272,8 @@ def _child_env(backend: str) -> dict[str, str]:
     return env
 
 
-def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int,
-             timeout: float, model: str = "") -> tuple[float, float, int]:
+def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int, timeout: float,
+             model: str = "", memory: bool = False) -> tuple[float, float, int, dict[str, int]]:
     """Run one measurement in a fresh subprocess, so a run that never returns costs `timeout`, not the grid.
 
     jaxlib 0.10.2's CPU client was seen to wedge here at batch 1024 (every XLA worker and the main
@@ -249,16 +285,21 @@ def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int,
     """
     job = json.dumps({"backend": backend, "xml": xml, "batch": batch, "steps": steps, "repeats": repeats,
                       "model": model})
-    try:
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one"], input=job, text=True,
-                              capture_output=True, timeout=timeout, check=False, env=_child_env(backend))
-    except subprocess.TimeoutExpired:
-        raise TimeoutError(f"no result within {timeout:.0f} s (see _measure's docstring)") from None
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(proc.stderr.strip()[-300:] or f"exit status {proc.returncode}")
-    compile_s, run_s, peak = json.loads(lines[-1])
-    return float(compile_s), float(run_s), int(peak)
+    outputs = []
+    for mem_child in (False, True) if memory else (False,):
+        try:
+            proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one"], input=job, text=True,
+                                  capture_output=True, timeout=timeout, check=False,
+                                  env=_child_env(backend, mem_child))
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"no result within {timeout:.0f} s (see _measure's docstring)") from None
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(proc.stderr.strip()[-300:] or f"exit status {proc.returncode}")
+        outputs.append(proc.stdout)
+    compile_s, run_s, peak = json.loads([ln for ln in outputs[0].splitlines() if ln.startswith("[")][-1])
+    mem = [json.loads(ln) for ln in outputs[-1].splitlines() if ln.startswith("{")] if memory else []
+    return float(compile_s), float(run_s), int(peak), (mem[-1] if mem else {})
 
 
 def _one() -> None:
@@ -284,6 +325,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="override the models' solver iterations (all backends; 0: as in the XML)")
     ap.add_argument("--ls-iterations", type=int, default=0, help="override line-search iterations (0: XML)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per (model, backend, batch) row")
+    ap.add_argument("--memory", action="store_true",
+                    help="add bytes_per_env_q and bytes_per_env_state to each JAX row (two more compiles; "
+                         "see _memory_per_env)")
     args = ap.parse_args(argv)
     for name in args.models.split(","):
         if name not in MODELS:
@@ -315,15 +359,15 @@ def main(argv: list[str] | None = None) -> None:
                         _env_opt(model)  # an error row at once for models without such settings
                     if backend in _SHARDED and batch % _cores():
                         raise ValueError(f"batch {batch} does not split evenly over {_cores()} devices")
-                    compile_s, run_s, peak = _measure(backend, xml, batch, args.steps, args.repeats,
-                                                      args.timeout, model)
+                    compile_s, run_s, peak, mem = _measure(backend, xml, batch, args.steps, args.repeats,
+                                                           args.timeout, model, args.memory)
                 except Exception as e:  # a peer failing on a model is a result, not a crash
                     row["error"] = f"{type(e).__name__}: {e}"[:300]
                 else:
                     row.update(steps_per_s=round(batch * args.steps / run_s, 1),
                                env_steps_per_s=round(batch * args.steps / run_s / N_FRAMES.get(model, 1), 1),
                                compile_s=None if compile_s != compile_s else round(compile_s, 3),
-                               xla_buffer_bytes=peak or None)
+                               xla_buffer_bytes=peak or None, **mem)
                 if backend == "brax_physics":
                     ours = row.get("steps_per_s")
                 if ours and row.get("steps_per_s"):

@@ -1,0 +1,30 @@
+"""tools/bench/physics.py: one row of the physics benchmark with its memory fields."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools/bench"))
+import brax_physics as bp
+import physics
+from models import MODELS
+
+
+def test_row_with_memory_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    physics.main(["--models", "reacher", "--backends", "brax_physics", "--batches", "2", "--steps", "2",
+                  "--repeats", "1", "--memory"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 1 and "error" not in rows[0], rows
+    row = rows[0]
+    assert row["steps_per_s"] > 0 and row["compile_s"] > 0 and row["xla_buffer_bytes"] > 0
+    # The whole-state rollout takes and returns every leaf of the state: at least twice its bytes.
+    state = bp.init(bp.load_mjcf(MODELS["reacher"]))
+    state_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(state))
+    assert row["bytes_per_env_state"] >= 2 * state_bytes
+    # The positions-only rollout keeps just what a step reads: less, but at least q in and out.
+    assert 2 * state.q.nbytes <= row["bytes_per_env_q"] < row["bytes_per_env_state"]
