@@ -13,7 +13,8 @@ Google brax's positional and spring pipelines approximate the model (their own c
 models); their rows are speed references only. `brax_mjx` runs the XML's solver settings, as every
 other backend; `brax_mjx_env` runs MJX with the ones Google brax's ant and humanoid envs give it
 (1 Newton iteration, 4 line-search steps: "each engine's own settings"), and only for those models
-unless asked for by name. `mujoco_c` runs one thread per core, `mujoco_c_1thread` one thread: the
+unless asked for by name; `brax_physics_mjx_env` runs ours with those same settings (engine against
+engine at equal solver work). `mujoco_c` runs one thread per core, `mujoco_c_1thread` one thread: the
 per-core anchor, as XLA:CPU runs a vmapped step's kernels one at a time. `brax_physics_sharded` and
 `brax_mjx_env_sharded` (only when named) give their child one XLA CPU device per core and split the
 batch over them with `jax.shard_map`, so the cores run steps side by side as MuJoCo C's threads do.
@@ -130,12 +131,16 @@ def _timed_rollout(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax.
     return _time_jax(fn, args, repeats)
 
 
-def bench_ours(xml: str, batch: int, steps: int, repeats: int,
-               sharded: bool = False) -> tuple[float, float, int]:
-    """brax-physics generalized pipeline (`sharded`: over every CPU device, see `_sharded`)."""
+def bench_ours(xml: str, batch: int, steps: int, repeats: int, sharded: bool = False,
+               opt: dict[str, int] | None = None) -> tuple[float, float, int]:
+    """brax-physics generalized pipeline (`sharded`: over every CPU device, see `_sharded`; `opt`:
+    MjOption fields set on the model before it loads)."""
     import brax_physics as bp
 
-    sys_ = bp.load_mjcf(xml)
+    model = mujoco.MjModel.from_xml_string(xml)
+    for key, value in (opt or {}).items():
+        setattr(model.opt, key, value)
+    sys_ = bp.from_mjmodel(model)
     state = jax.vmap(lambda _: bp.init(sys_))(jnp.arange(batch))
     ctrl = jnp.asarray(_controls(sys_.nu, batch))
     return _timed_rollout(lambda st, u: bp.step(sys_, st, u), state, ctrl, steps, repeats, sharded)
@@ -174,7 +179,7 @@ def _mjx_lacks_solver(model: mujoco.MjModel) -> bool:
 def _solver(backend: str, xml: str, model_name: str) -> str:
     """The constraint solver a backend runs the model with, as the row reports it."""
     model = mujoco.MjModel.from_xml_string(xml)
-    if backend.startswith("brax_mjx_env") and model_name in MJX_ENV_OPT:
+    if backend in _ENV_OPT_BACKENDS and model_name in MJX_ENV_OPT:
         o = MJX_ENV_OPT[model_name]
         name = str(mujoco.mjtSolver(o["solver"]).name).removeprefix("mjSOL_")
         return f"{name} (Google brax's env: {o['iterations']} iteration, {o['ls_iterations']} line search)"
@@ -216,6 +221,8 @@ BACKENDS: dict[str, Callable[[str, int, int, int, str], tuple[float, float, int]
     "brax_mjx": lambda x, b, s, r, m: bench_brax(x, b, s, r, "mjx"),
     # MJX with the solver settings Google brax's env of the model gives it (models.MJX_ENV_OPT)
     "brax_mjx_env": lambda x, b, s, r, m: bench_brax(x, b, s, r, "mjx", _env_opt(m)),
+    # ours with those same settings: engine against engine at equal solver work
+    "brax_physics_mjx_env": lambda x, b, s, r, m: bench_ours(x, b, s, r, opt=_env_opt(m)),
     "mujoco_c": lambda x, b, s, r, m: bench_mujoco(x, b, s, r),
     # one thread: the per-core anchor (XLA:CPU runs a vmapped step's kernels one at a time)
     "mujoco_c_1thread": lambda x, b, s, r, m: bench_mujoco(x, b, s, r, threads=1),
@@ -223,6 +230,8 @@ BACKENDS: dict[str, Callable[[str, int, int, int, str], tuple[float, float, int]
     "brax_physics_sharded": lambda x, b, s, r, m: bench_ours(x, b, s, r, sharded=True),
     "brax_mjx_env_sharded": lambda x, b, s, r, m: bench_brax(x, b, s, r, "mjx", _env_opt(m), sharded=True),
 }
+# Backends that run Google brax's env settings for MJX (`MJX_ENV_OPT`): only ant and humanoid have them.
+_ENV_OPT_BACKENDS = frozenset({"brax_mjx_env", "brax_mjx_env_sharded", "brax_physics_mjx_env"})
 # Backends whose child sees one XLA CPU device per core; not in the default grid.
 _SHARDED = frozenset({"brax_physics_sharded", "brax_mjx_env_sharded"})
 
@@ -347,7 +356,7 @@ def main(argv: list[str] | None = None) -> None:
             ours: float | None = None  # brax_physics runs first when listed, so each row prints as it ends
             backends = sorted(args.backends.split(","), key=lambda b: b != "brax_physics")
             for backend in backends:
-                if backend == "brax_mjx_env" and model not in MJX_ENV_OPT and default_backends:
+                if backend in _ENV_OPT_BACKENDS and model not in MJX_ENV_OPT and default_backends:
                     continue
                 row: Result = {"model": model + (f" ({override.strip()})" if override else ""),
                                "backend": backend, "batch": batch, "steps": args.steps,
@@ -355,7 +364,7 @@ def main(argv: list[str] | None = None) -> None:
                                "xla_flags": _child_env(backend).get("XLA_FLAGS", ""),
                                "solver": _solver(backend, xml, model)}
                 try:
-                    if backend.startswith("brax_mjx_env"):
+                    if backend in _ENV_OPT_BACKENDS:
                         _env_opt(model)  # an error row at once for models without such settings
                     if backend in _SHARDED and batch % _cores():
                         raise ValueError(f"batch {batch} does not split evenly over {_cores()} devices")
