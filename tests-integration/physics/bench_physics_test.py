@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 import jax
+import mujoco
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools/bench"))
 import brax_physics as bp
 import physics
-from models import MODELS
+from models import MJX_ENV_OPT, MODELS
 
 
 def test_row_with_memory_fields(capsys: pytest.CaptureFixture[str]) -> None:
@@ -28,3 +29,16 @@ def test_row_with_memory_fields(capsys: pytest.CaptureFixture[str]) -> None:
     assert row["bytes_per_env_state"] >= 2 * state_bytes
     # The positions-only rollout keeps just what a step reads: less, but at least q in and out.
     assert 2 * state.q.nbytes <= row["bytes_per_env_q"] < row["bytes_per_env_state"]
+
+
+def test_ours_with_mjx_env_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    physics.main(["--models", "ant,reacher", "--backends", "brax_physics_mjx_env", "--batches", "1",
+                  "--steps", "1", "--repeats", "1"])
+    ant, reacher = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert "error" not in ant and ant["steps_per_s"] > 0, ant
+    assert ant["solver"] == "NEWTON (Google brax's env: 1 iteration, 4 line search)"
+    opt = physics.our_system(MODELS["ant"], MJX_ENV_OPT["ant"]).opt  # what that row stepped
+    assert (opt.iterations, opt.ls_iterations) == (1, 4)
+    assert opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
+    # only the models Google brax's envs give MJX settings for (named backends print an error row)
+    assert "no MJX env settings for model 'reacher'" in reacher["error"]

@@ -131,16 +131,23 @@ def _timed_rollout(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax.
     return _time_jax(fn, args, repeats)
 
 
+def our_system(xml: str, opt: dict[str, int] | None = None) -> Any:
+    """brax-physics `System` of `xml`, with the MjOption fields `opt` set before it loads."""
+    import brax_physics as bp
+
+    model = mujoco.MjModel.from_xml_string(xml)
+    for key, value in (opt or {}).items():
+        setattr(model.opt, key, value)
+    return bp.from_mjmodel(model)
+
+
 def bench_ours(xml: str, batch: int, steps: int, repeats: int, sharded: bool = False,
                opt: dict[str, int] | None = None) -> tuple[float, float, int]:
     """brax-physics generalized pipeline (`sharded`: over every CPU device, see `_sharded`; `opt`:
     MjOption fields set on the model before it loads)."""
     import brax_physics as bp
 
-    model = mujoco.MjModel.from_xml_string(xml)
-    for key, value in (opt or {}).items():
-        setattr(model.opt, key, value)
-    sys_ = bp.from_mjmodel(model)
+    sys_ = our_system(xml, opt)
     state = jax.vmap(lambda _: bp.init(sys_))(jnp.arange(batch))
     ctrl = jnp.asarray(_controls(sys_.nu, batch))
     return _timed_rollout(lambda st, u: bp.step(sys_, st, u), state, ctrl, steps, repeats, sharded)
