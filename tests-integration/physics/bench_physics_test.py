@@ -37,7 +37,9 @@ def test_ours_with_mjx_env_settings(capsys: pytest.CaptureFixture[str]) -> None:
     ant, reacher = (json.loads(line) for line in capsys.readouterr().out.splitlines())
     assert "error" not in ant and ant["steps_per_s"] > 0, ant
     assert ant["solver"] == "NEWTON (Google brax's env: 1 iteration, 4 line search)"
-    opt = physics.our_system(MODELS["ant"], MJX_ENV_OPT["ant"]).opt  # what that row stepped
+    # what that row stepped; our line search is exact, so the loader says it ignores ls_iterations
+    with pytest.warns(bp.OptionWarning, match='ls_iterations="4": ignored'):
+        opt = physics.our_system(MODELS["ant"], MJX_ENV_OPT["ant"]).opt
     assert (opt.iterations, opt.ls_iterations) == (1, 4)
     assert opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
     # only the models Google brax's envs give MJX settings for (named backends print an error row)
