@@ -241,6 +241,8 @@ BACKENDS: dict[str, Callable[[str, int, int, int, str], tuple[float, float, int]
 }
 # Backends that run Google brax's env settings for MJX (`MJX_ENV_OPT`): only ant and humanoid have them.
 _ENV_OPT_BACKENDS = frozenset({"brax_mjx_env", "brax_mjx_env_sharded", "brax_physics_mjx_env"})
+# Backends that step JAX programs (the others have no XLA buffers for `--memory` to count).
+_JAX_BACKENDS = frozenset(BACKENDS) - {"mujoco_c", "mujoco_c_1thread"}
 # Backends whose child sees one XLA CPU device per core; not in the default grid.
 _SHARDED = frozenset({"brax_physics_sharded", "brax_mjx_env_sharded"})
 
@@ -291,7 +293,7 @@ def _child_env(backend: str, memory: bool = False) -> dict[str, str]:
 
 
 def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int, timeout: float,
-             model: str = "", memory: bool = False) -> tuple[float, float, int, dict[str, int]]:
+             model: str = "", memory: bool = False) -> tuple[float, float, int, dict[str, Any]]:
     """Run one measurement in a fresh subprocess, so a run that never returns costs `timeout`, not the grid.
 
     jaxlib 0.10.2's CPU client was seen to wedge here at batch 1024 (every XLA worker and the main
@@ -303,21 +305,26 @@ def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int, timeo
     """
     job = json.dumps({"backend": backend, "xml": xml, "batch": batch, "steps": steps, "repeats": repeats,
                       "model": model})
-    outputs = []
-    for mem_child in (False, True) if memory else (False,):
+    def child(mem_child: bool) -> str:
         try:
             proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one"], input=job, text=True,
                                   capture_output=True, timeout=timeout, check=False,
                                   env=_child_env(backend, mem_child))
         except subprocess.TimeoutExpired:
             raise TimeoutError(f"no result within {timeout:.0f} s (see _measure's docstring)") from None
-        lines = [line for line in proc.stdout.splitlines() if line.startswith("[")]
-        if proc.returncode != 0 or not lines:
+        if proc.returncode != 0 or not any(ln.startswith("[") for ln in proc.stdout.splitlines()):
             raise RuntimeError(proc.stderr.strip()[-300:] or f"exit status {proc.returncode}")
-        outputs.append(proc.stdout)
-    compile_s, run_s, peak = json.loads([ln for ln in outputs[0].splitlines() if ln.startswith("[")][-1])
-    mem = [json.loads(ln) for ln in outputs[-1].splitlines() if ln.startswith("{")] if memory else []
-    return float(compile_s), float(run_s), int(peak), (mem[-1] if mem else {})
+        return proc.stdout
+
+    out = child(False)
+    compile_s, run_s, peak = json.loads([ln for ln in out.splitlines() if ln.startswith("[")][-1])
+    mem: dict[str, Any] = {}
+    if memory and backend in _JAX_BACKENDS:
+        try:  # a memory child that fails costs its fields, not the row's timing
+            mem = [json.loads(ln) for ln in child(True).splitlines() if ln.startswith("{")][-1]
+        except Exception as e:
+            mem = {"memory_error": f"{type(e).__name__}: {e}"[:300]}
+    return float(compile_s), float(run_s), int(peak), mem
 
 
 def _one() -> None:
