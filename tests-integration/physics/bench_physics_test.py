@@ -1,4 +1,4 @@
-"""tools/bench/physics.py: one row of the physics benchmark with its memory fields."""
+"""tools/bench/physics.py: a row with the memory fields, and ours at MJX's env settings."""
 
 from __future__ import annotations
 

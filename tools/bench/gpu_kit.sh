@@ -7,8 +7,8 @@
 #   run(command="bash tools/bench/gpu_kit.sh ppo", carry=[".whl"], timeout_s=480)
 #
 # `physics`: `tools/bench/physics.py` for ant and humanoid, ours (MuJoCo's default solver settings
-# and Google brax's env settings for MJX) and MJX (its env settings) at 1024 and 8192 envs; `ppo`: `tools/bench/train.py` PPO on ant, ours and Google
-# brax's. JSON lines go to $OUT (they come back with the call) and to stdout. The machine's Python
+# and Google brax's env settings for MJX) and MJX (its env settings) at 1024 and 8192 envs; `ppo`:
+# `tools/bench/train.py` PPO on ant, ours and Google brax's. JSON lines go to $OUT (they come back with the call) and to stdout. The machine's Python
 # is 3.12 (the wheels are fetched for it); each step prints what it runs, so a failure names itself.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,8 +39,9 @@ case "${1:-}" in
     ;;
   physics)
     setup
-    python3 tools/bench/physics.py --models ant,humanoid --backends brax_physics,brax_physics_mjx_env,brax_mjx_env \
-      --batches 1024,8192 --steps 200 --repeats 3 --timeout 150 | tee "${OUT:-/tmp/out}/physics.jsonl"
+    python3 tools/bench/physics.py --models ant,humanoid \
+      --backends brax_physics,brax_physics_mjx_env,brax_mjx_env --batches 1024,8192 --steps 200 \
+      --repeats 3 --timeout 150 | tee "${OUT:-/tmp/out}/physics.jsonl"
     ;;
   ppo)
     setup
