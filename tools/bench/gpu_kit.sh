@@ -5,6 +5,7 @@
 #   bash tools/bench/gpu_kit.sh fetch     # here: the missing wheels into .whl/ (git-ignored locally)
 #   run(command="bash tools/bench/gpu_kit.sh physics", carry=[".whl"], timeout_s=420)
 #   run(command="bash tools/bench/gpu_kit.sh ppo", carry=[".whl"], timeout_s=480)
+#   run(command="bash tools/bench/gpu_kit.sh all", carry=[".whl"], timeout_s=540)   # both, one start
 #
 # `physics`: `tools/bench/physics.py` for ant and humanoid, ours (MuJoCo's default solver settings
 # and Google brax's env settings for MJX) and MJX (its env settings) at 1024 and 8192 envs; `ppo`:
@@ -43,13 +44,28 @@ case "${1:-}" in
       --backends brax_physics,brax_physics_mjx_env,brax_mjx_env --batches 1024,8192 --steps 200 \
       --repeats 3 --timeout 150 | tee "${OUT:-/tmp/out}/physics.jsonl"
     ;;
+  all)
+    # Both in one call (a machine's start costs minutes of a 15-minute lease), each under its own
+    # wall limit so the physics rows cannot eat the PPO pair's time; rows already printed come back.
+    setup
+    export PYTHONUNBUFFERED=1
+    timeout "${PHYSICS_S:-300}" python3 tools/bench/physics.py --models ant,humanoid \
+      --backends brax_physics,brax_mjx_env,brax_physics_mjx_env --batches "${BATCHES:-1024,8192}" \
+      --steps "${STEPS:-200}" --repeats 3 --timeout 100 | tee "${OUT:-/tmp/out}/physics.jsonl" || true
+    # PPO with the batch sizes of Google's training notebook for ant (SETTINGS scale them down for a
+    # 2-core CPU): 4096 envs, 2048-sample minibatches, 32 of them, 128 eval envs.
+    timeout "${PPO_S:-240}" python3 tools/bench/train.py --agents ppo --envs ant --impls ours,brax \
+      --num-timesteps "${PPO_STEPS:-3000000}" --timeout 115 ${PPO_SET:---set num_envs=4096 \
+      --set batch_size=2048 --set num_minibatches=32 --set num_eval_envs=128} \
+      | tee "${OUT:-/tmp/out}/ppo.jsonl" || true
+    ;;
   ppo)
     setup
     python3 tools/bench/train.py --agents ppo --envs ant --impls ours,brax --num-timesteps 2000000 \
       --timeout 220 | tee "${OUT:-/tmp/out}/ppo.jsonl"
     ;;
   *)
-    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo" >&2
+    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all" >&2
     exit 2
     ;;
 esac

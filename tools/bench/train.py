@@ -183,14 +183,14 @@ def _train_fn(agent: str, trainer: str) -> Any:
 
 
 def settings_for(agent: str, env_name: str, num_timesteps: int | None, longer: int = 1,
-                 seed: int | None = None) -> dict[str, Any]:
-    """The pair's settings, with every run's length set to `num_timesteps` env steps and its seed to
-    `seed` when given.
+                 seed: int | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The pair's settings, with every run's length set to `num_timesteps` env steps, its seed to
+    `seed` and each key of `overrides` to its value when given.
 
     `longer` > 1 trains `longer` times as long with `longer` times as many eval intervals, so the evals
     fall on the same env steps as the unextended run's and then go on; everything else is unchanged.
     """
-    s = dict(SETTINGS[(agent, env_name)])
+    s = {**SETTINGS[(agent, env_name)], **(overrides or {})}
     if num_timesteps is not None:
         if agent == "apg":  # APG's length is counted in policy updates of num_envs * horizon_length steps
             per_update = s["num_envs"] * s.get("horizon_length", 32)
@@ -238,11 +238,11 @@ def timing(curve: list[tuple[int, float, float]]) -> tuple[float, float]:
 
 
 def run_one(agent: str, impl: str, env_name: str, num_timesteps: int | None, longer: int = 1,
-            seed: int | None = None) -> dict[str, Any]:
+            seed: int | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train once in this process and summarize."""
     import jax
 
-    settings = settings_for(agent, env_name, num_timesteps, longer, seed)
+    settings = settings_for(agent, env_name, num_timesteps, longer, seed, overrides)
     trainer, _, env_source = impl.partition("-on-")
     if (agent, env_name) in OWN_ENV_ONLY:
         env_source = "ours"
@@ -328,13 +328,16 @@ def _pairs(agents: list[str], envs: list[str] | None) -> list[tuple[str, str]]:
 
 
 def _run_subprocess(agent: str, impl: str, env_name: str, num_timesteps: int | None,
-                    timeout: float, longer: int = 1, seed: int | None = None) -> dict[str, Any]:
+                    timeout: float, longer: int = 1, seed: int | None = None,
+                    overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """`run_one` in a fresh interpreter; an `error` record if it fails or times out."""
     cmd = [sys.executable, os.path.abspath(__file__), "--one", agent, impl, env_name, "--longer", str(longer)]
     if num_timesteps is not None:
         cmd += ["--num-timesteps", str(num_timesteps)]
     if seed is not None:
         cmd += ["--seed", str(seed)]
+    for key, value in (overrides or {}).items():
+        cmd += ["--set", f"{key}={json.dumps(value)}"]
     head = {"agent": agent, "impl": impl, "env": env_name}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=timeout)
@@ -362,11 +365,25 @@ def main() -> None:
     )
     p.add_argument("--longer", type=int, default=1, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, default=None, help="override every run's seed (default: SETTINGS')")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override one setting of every run (VALUE in JSON: --set num_envs=4096), e.g. to give a GPU "
+        "the published batch sizes that SETTINGS scale down for a 2-core CPU",
+    )
     p.add_argument("--one", nargs=3, metavar=("AGENT", "IMPL", "ENV"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    overrides: dict[str, Any] = {}
+    for item in args.set:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            p.error(f"--set: expected KEY=VALUE, got {item!r}")
+        try:
+            overrides[key] = json.loads(value)
+        except json.JSONDecodeError:
+            p.error(f"--set {key}: VALUE must be JSON (a number, true/false, a quoted string), got {value!r}")
     if args.one:
         agent, impl, env_name = args.one
-        result = run_one(agent, impl, env_name, args.num_timesteps, args.longer, args.seed)
+        result = run_one(agent, impl, env_name, args.num_timesteps, args.longer, args.seed, overrides)
         print(json.dumps(result), flush=True)
         return
     agents = args.agents.split(",")
@@ -392,7 +409,7 @@ def main() -> None:
         for impl in impls:
             longer = 1 if impl.startswith("brax") else args.ours_longer
             result = _run_subprocess(agent, impl, env_name, args.num_timesteps, args.timeout, longer,
-                                     args.seed)
+                                     args.seed, overrides)
             print(json.dumps(result), flush=True)
             if "error" in result:
                 continue
