@@ -25,7 +25,7 @@ setup() {
   python3 -m pip install -q --no-index --no-deps --target "$site" "$WHEELS"/*.whl
   PYTHONPATH="$site:$(ls -d packages/*/src | tr '\n' ':')"
   export PYTHONPATH
-  export MUJOCO_GL=egl
+  export MUJOCO_GL=disable  # no libEGL there; the benchmarks render nothing
   python3 -c "import jax, mujoco, brax; print('jax', jax.__version__, jax.devices(), 'mujoco', mujoco.__version__)"
   mkdir -p "${OUT:-/tmp/out}"
 }

@@ -5,10 +5,13 @@ second (physics steps / the env's n_frames: 5 for ant and humanoid, 1 otherwise;
 over a vmapped step; median of `--repeats` timed runs after a warm-up), compile time, the XLA
 buffer footprint of the compiled rollout, and `ours_over_this`, our throughput divided by that
 backend's. Run with `hatch run bench:physics [--models ant,humanoid] [--batches 1,128,1024]
-[--timeout S] [--memory]`; each row runs in its own process, and one that does not finish in S seconds
-prints as an error row. `--memory` adds buffer bytes per env under one XLA schedule for every backend:
-for the timed rollout, which returns positions only (XLA keeps what a step reads from its state), and
-for the same rollout returning the whole state, as a training loop keeps its envs' states.
+[--timeout S] [--memory] [--profile]`; each row runs in its own process, and one that does not
+finish in S seconds prints as an error row. `--memory` adds buffer bytes per env under one XLA
+schedule for every backend: for the timed rollout, which returns positions only (XLA keeps what a
+step reads from its state), and for the same rollout returning the whole state, as a training loop
+keeps its envs' states.
+`--profile` adds where a step's time goes on the device (kernels and host syncs per step, the
+costliest kernels): the GPU's question, where launches and syncs rather than arithmetic set the pace.
 Google brax's positional and spring pipelines approximate the model (their own contact and joint
 models); their rows are speed references only. `brax_mjx` runs the XML's solver settings, as every
 other backend; `brax_mjx_env` runs MJX with the ones Google brax's ant and humanoid envs give it (1
@@ -121,12 +124,81 @@ def _memory_per_env(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax
     return out
 
 
+# Steps of the profiled rollout: enough to average over, few enough that the trace stays small.
+_PROFILE_STEPS = 20
+
+
+def _kernel_profile(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax.Array, steps: int,
+                    sharded: bool) -> dict[str, Any]:
+    """Where a step's time goes on the device: one compiled rollout of `_PROFILE_STEPS` steps run
+    under `jax.profiler.trace`, its events summed per name and divided by the steps.
+
+    `kernels_per_step` and `kernel_us_per_step` count the device's kernel and copy events (a GPU's
+    stream lines; on a CPU, the XLA client threads' thunks); `top` lists the costliest names as
+    [name, per step, microseconds per step]; `cuda_api` the host's CUDA driver calls per step (a
+    while loop's trip copies its predicate to the host: synchronizations show there); `lines` every
+    event line's count and microseconds per step, so an unexpected trace layout still reads."""
+    import glob
+    import tempfile
+    from collections import Counter
+
+    from jax.profiler import ProfileData
+
+    n = min(steps, _PROFILE_STEPS)
+    rollout = _rollout(step, n, whole_state=False)
+    fn, args = _sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))
+    compiled = jax.jit(fn).lower(*args).compile()
+    jax.block_until_ready(compiled(*args))
+    with tempfile.TemporaryDirectory() as tmp:
+        with jax.profiler.trace(tmp):
+            t0 = time.perf_counter()
+            jax.block_until_ready(compiled(*args))
+            wall = time.perf_counter() - t0
+        data = ProfileData.from_file(glob.glob(f"{tmp}/**/*.xplane.pb", recursive=True)[0])
+        count: Counter[str] = Counter()
+        ns: Counter[str] = Counter()
+        api: Counter[str] = Counter()
+        lines: dict[str, list[float]] = {}
+        for plane in data.planes:
+            device = plane.name.startswith("/device:")
+            if not device and plane.name != "/host:CPU":
+                continue
+            for line in plane.lines:
+                events = [e for e in line.events
+                          if not e.name.startswith(("end: ", "ThreadpoolListener"))]
+                key = f"{plane.name} {line.name}"
+                lines[key] = [len(events) / n, sum(e.duration_ns for e in events) / n / 1e3]
+                # GPU: kernels and copies run on the stream lines ("XLA Ops" and "XLA Modules"
+                # repeat them by HLO name); CPU: every host line but Python's runs thunks.
+                kernel_line = line.name.startswith("Stream") if device else (
+                    line.name != "python" and jax.devices()[0].platform == "cpu")
+                for e in events:
+                    if kernel_line:
+                        count[e.name] += 1
+                        ns[e.name] += e.duration_ns
+                    elif not device and e.name.startswith("cu"):
+                        api[e.name] += 1
+    return {
+        "profile_steps": n,
+        "wall_us_per_step": round(wall / n * 1e6, 1),
+        "kernels_per_step": round(sum(count.values()) / n, 1),
+        "kernel_us_per_step": round(sum(ns.values()) / n / 1e3, 1),
+        "top": [[k, round(count[k] / n, 2), round(v / n / 1e3, 2)] for k, v in ns.most_common(15)],
+        "cuda_api": [[k, round(v / n, 2)] for k, v in api.most_common(10)],
+        "lines": {k: [round(c, 1), round(us, 1)] for k, (c, us) in lines.items() if c},
+    }
+
+
 def _timed_rollout(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax.Array, steps: int,
                    repeats: int, sharded: bool) -> tuple[float, float, int]:
     """`_time_jax` of `_rollout(step, steps)` from (state, ctrl), over every CPU device when `sharded`;
-    with `BENCH_MEMORY=1` in the environment, prints `_memory_per_env` as a JSON object instead."""
+    with `BENCH_MEMORY=1` in the environment, prints `_memory_per_env` as a JSON object instead, and
+    with `BENCH_PROFILE=1` `_kernel_profile` (under a "profile" key)."""
     if os.environ.get("BENCH_MEMORY") == "1":
         print(json.dumps(_memory_per_env(step, state, ctrl, steps, sharded)), flush=True)
+        return float("nan"), float("nan"), 0
+    if os.environ.get("BENCH_PROFILE") == "1":
+        print(json.dumps({"profile": _kernel_profile(step, state, ctrl, steps, sharded)}), flush=True)
         return float("nan"), float("nan"), 0
     rollout = _rollout(step, steps, whole_state=False)
     fn, args = _sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))
@@ -273,14 +345,17 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _child_env(backend: str, memory: bool = False) -> dict[str, str]:
+def _child_env(backend: str, memory: bool = False, profile: bool = False) -> dict[str, str]:
     """The environment of `backend`'s child: XLA_FLAGS plus `_CHILD_XLA_FLAGS` where it needs them,
     one CPU device per core for the sharded backends; `memory`: `BENCH_MEMORY=1` and
     `_CHILD_XLA_FLAGS` for every backend, so all count bytes under one schedule (XLA's default one
-    trades buffer bytes for concurrency; MJX's children need the memory-minimizing one)."""
+    trades buffer bytes for concurrency; MJX's children need the memory-minimizing one);
+    `profile`: `BENCH_PROFILE=1`."""
     env = dict(os.environ)
     if memory:
         env["BENCH_MEMORY"] = "1"
+    if profile:
+        env["BENCH_PROFILE"] = "1"
     flags = env.get("XLA_FLAGS", "")
     needs_flag = memory or backend in _NEEDS_CHILD_FLAGS
     if needs_flag and "xla_cpu_enable_concurrency_optimized_scheduler" not in flags:
@@ -293,7 +368,8 @@ def _child_env(backend: str, memory: bool = False) -> dict[str, str]:
 
 
 def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int, timeout: float,
-             model: str = "", memory: bool = False) -> tuple[float, float, int, dict[str, Any]]:
+             model: str = "", memory: bool = False,
+             profile: bool = False) -> tuple[float, float, int, dict[str, Any]]:
     """Run one measurement in a fresh subprocess, so a run that never returns costs `timeout`, not the grid.
 
     jaxlib 0.10.2's CPU client was seen to wedge here at batch 1024 (every XLA worker and the main
@@ -305,11 +381,11 @@ def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int, timeo
     """
     job = json.dumps({"backend": backend, "xml": xml, "batch": batch, "steps": steps, "repeats": repeats,
                       "model": model})
-    def child(mem_child: bool) -> str:
+    def child(mem_child: bool, profile_child: bool = False) -> str:
         try:
             proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--one"], input=job, text=True,
                                   capture_output=True, timeout=timeout, check=False,
-                                  env=_child_env(backend, mem_child))
+                                  env=_child_env(backend, mem_child, profile_child))
         except subprocess.TimeoutExpired:
             raise TimeoutError(f"no result within {timeout:.0f} s (see _measure's docstring)") from None
         if proc.returncode != 0 or not any(ln.startswith("[") for ln in proc.stdout.splitlines()):
@@ -324,6 +400,11 @@ def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int, timeo
             mem = [json.loads(ln) for ln in child(True).splitlines() if ln.startswith("{")][-1]
         except Exception as e:
             mem = {"memory_error": f"{type(e).__name__}: {e}"[:300]}
+    if profile and backend in _JAX_BACKENDS:
+        try:  # likewise for the profile child
+            mem.update([json.loads(ln) for ln in child(False, True).splitlines() if ln.startswith("{")][-1])
+        except Exception as e:
+            mem["profile_error"] = f"{type(e).__name__}: {e}"[:300]
     return float(compile_s), float(run_s), int(peak), mem
 
 
@@ -353,6 +434,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--memory", action="store_true",
                     help="add bytes_per_env_q and bytes_per_env_state to each JAX row (two more compiles; "
                          "see _memory_per_env)")
+    ap.add_argument("--profile", action="store_true",
+                    help="add a kernel-level profile of the step to each JAX row (one more child; see "
+                         "_kernel_profile)")
     args = ap.parse_args(argv)
     for name in args.models.split(","):
         if name not in MODELS:
@@ -385,7 +469,7 @@ def main(argv: list[str] | None = None) -> None:
                     if backend in _SHARDED and batch % _cores():
                         raise ValueError(f"batch {batch} does not split evenly over {_cores()} devices")
                     compile_s, run_s, peak, mem = _measure(backend, xml, batch, args.steps, args.repeats,
-                                                           args.timeout, model, args.memory)
+                                                           args.timeout, model, args.memory, args.profile)
                 except Exception as e:  # a peer failing on a model is a result, not a crash
                     row["error"] = f"{type(e).__name__}: {e}"[:300]
                 else:

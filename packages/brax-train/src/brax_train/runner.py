@@ -403,7 +403,10 @@ def _chunk_fn(run: _Run) -> Callable[..., tuple[Any, brax_envs.State, dict[str, 
         # replicated, so that every process can read them (another process's shard cannot be)
         return s, env_state, constrain(metrics, jax.tree.map(lambda _: repl, metrics))
 
-    donate = (0, 1) if run.devices[0].platform != "cpu" else ()
+    # The state and env state are donated on every platform (XLA reuses their buffers for the new
+    # ones), so CPU runs exercise what accelerators need: no two leaves sharing a buffer, and no
+    # reference to a donated array kept past the call.
+    donate = (0, 1)
     return jax.jit(chunk, static_argnames=("length",), donate_argnums=donate)
 
 
@@ -493,7 +496,10 @@ class _Host:
     def policy_params(self, at_step: int) -> None:
         """Call `policy_params_fn(step, make_policy, params)` if given."""
         if self.run.c.policy_params_fn is not None and self.primary:
-            self.run.c.policy_params_fn(at_step, self.run.agent.make_policy, self.run.params())
+            # A copy: the next training step donates the state's buffers, and the callback may keep
+            # what it is given (a list of snapshots, an exporter running later).
+            params = jax.tree.map(jnp.copy, self.run.params())
+            self.run.c.policy_params_fn(at_step, self.run.agent.make_policy, params)
 
     def close(self) -> None:
         """Finish pending checkpoint writes."""

@@ -56,13 +56,16 @@ def init_state(shapes: Any, std_eps: float = 0.0, mode: str = "welford") -> Runn
         return tuple(x) if isinstance(x, tuple) else tuple(jnp.shape(x))
 
     is_leaf = lambda x: isinstance(x, tuple) and all(isinstance(d, int) for d in x)  # noqa: E731
-    zeros = jax.tree.map(lambda s: jnp.zeros(shape_of(s), jnp.float32), shapes, is_leaf=is_leaf)
-    ones = jax.tree.map(lambda s: jnp.ones(shape_of(s), jnp.float32), shapes, is_leaf=is_leaf)
+    # One array per field: a training step donates its state on accelerators, and two fields
+    # sharing one buffer would be donated twice (XLA refuses the call).
+    def filled(value: float) -> Any:
+        return jax.tree.map(lambda s: jnp.full(shape_of(s), value, jnp.float32), shapes, is_leaf=is_leaf)
+
     return RunningStatisticsState(
         count=UInt64.from_int(0),
-        mean=zeros,
-        summed_variance=zeros,
-        std=ones,
+        mean=filled(0.0),
+        summed_variance=filled(0.0),
+        std=filled(1.0),
         std_eps=float(std_eps),
         mode=mode,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -48,3 +49,13 @@ def test_uint64_counter_carries_past_32_bits() -> None:
     c = UInt64.from_int(2**32 - 3).add(5)
     assert c.to_int() == 2**32 + 2
     assert float(c.to_float32()) == float(np.float32(2**32 + 2))
+
+
+def test_init_state_fields_hold_their_own_buffers() -> None:
+    # A training step donates its state: fields sharing a buffer would be donated twice.
+    state = rs.init_state({"a": (3,), "b": (2, 2)})
+    leaves = jax.tree.leaves((state.mean, state.summed_variance, state.std))
+    pointers = [leaf.unsafe_buffer_pointer() for leaf in leaves]
+    assert len(set(pointers)) == len(leaves) == 6
+    np.testing.assert_array_equal(np.asarray(state.std["b"]), np.ones((2, 2), np.float32))
+    np.testing.assert_array_equal(np.asarray(state.summed_variance["a"]), np.zeros(3, np.float32))
