@@ -60,7 +60,7 @@ def run(model: str, batch: int, setting: str, values: list[Any], steps: int, rou
         raise SystemExit(f"--setting: {module_name} has no attribute {attr!r}")
     original = getattr(module, attr)
     sys_ = bp.load_mjcf(MODELS[model])
-    state = jax.vmap(lambda _: bp.init(sys_))(jnp.arange(batch))
+    state = jax.jit(jax.vmap(lambda _: bp.init(sys_)))(jnp.arange(batch))  # one compile, not one per op
     ctrl = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (batch, sys_.nu)).astype(np.float32))
     compiled, compile_s = [], []
     try:

@@ -6,11 +6,15 @@
 #   run(command="bash tools/bench/gpu_kit.sh physics", carry=[".whl"], timeout_s=420)
 #   run(command="bash tools/bench/gpu_kit.sh ppo", carry=[".whl"], timeout_s=480)
 #   run(command="bash tools/bench/gpu_kit.sh all", carry=[".whl"], timeout_s=540)   # both, one start
+#   run(command="bash tools/bench/gpu_kit.sh probe", carry=[".whl"], timeout_s=590) # why ours is slow there
 #
 # `physics`: `tools/bench/physics.py` for ant and humanoid, ours (MuJoCo's default solver settings
 # and Google brax's env settings for MJX) and MJX (its env settings) at 1024 and 8192 envs; `ppo`:
-# `tools/bench/train.py` PPO on ant, ours and Google brax's. JSON lines go to $OUT (they come back with the call) and to stdout. The machine's Python
-# is 3.12 (the wheels are fetched for it); each step prints what it runs, so a failure names itself.
+# `tools/bench/train.py` PPO on ant, ours and Google brax's; `probe`: the work queue's A/B, a
+# kernel-level profile and humanoid's rows (a lease of 15 minutes: `probe`, then `ppo` at once,
+# before the machine's 30 s idle release). JSON lines go to $OUT (they come back with the call)
+# and to stdout. The machine's Python is 3.12 (the wheels are fetched for it); each step prints
+# what it runs, so a failure names itself. MUJOCO_GL=disable: the image has no libEGL.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 WHEELS=.whl
@@ -22,12 +26,23 @@ PACKAGES=(mujoco==4.0.0 mujoco-core==4.0.0 mujoco-studio==4.0.0 glfw pyopengl mu
 
 setup() {
   local site=/tmp/brax_site
+  rm -rf "$site"
   python3 -m pip install -q --no-index --no-deps --target "$site" "$WHEELS"/*.whl
   PYTHONPATH="$site:$(ls -d packages/*/src | tr '\n' ':')"
   export PYTHONPATH
   export MUJOCO_GL=disable  # no libEGL there; the benchmarks render nothing
   python3 -c "import jax, mujoco, brax; print('jax', jax.__version__, jax.devices(), 'mujoco', mujoco.__version__)"
   mkdir -p "${OUT:-/tmp/out}"
+}
+
+# PPO on ant, ours then Google's, with the batch sizes of Google's training notebook (SETTINGS
+# scale them down for a 2-core CPU): 4096 envs, 32 minibatches of 2048, 128 eval envs. $1: seconds
+# per run.
+ppo_pair() {
+  python3 tools/bench/train.py --agents ppo --envs ant --impls ours,brax \
+    --num-timesteps "${PPO_STEPS:-3000000}" --timeout "$1" ${PPO_SET:---set num_envs=4096 \
+    --set batch_size=2048 --set num_minibatches=32 --set num_eval_envs=128} \
+    | tee "${OUT:-/tmp/out}/ppo.jsonl"
 }
 
 case "${1:-}" in
@@ -52,20 +67,32 @@ case "${1:-}" in
     timeout "${PHYSICS_S:-300}" python3 tools/bench/physics.py --models ant,humanoid \
       --backends brax_physics,brax_mjx_env,brax_physics_mjx_env --batches "${BATCHES:-1024,8192}" \
       --steps "${STEPS:-200}" --repeats 3 --timeout 100 | tee "${OUT:-/tmp/out}/physics.jsonl" || true
-    # PPO with the batch sizes of Google's training notebook for ant (SETTINGS scale them down for a
-    # 2-core CPU): 4096 envs, 2048-sample minibatches, 32 of them, 128 eval envs.
-    timeout "${PPO_S:-240}" python3 tools/bench/train.py --agents ppo --envs ant --impls ours,brax \
-      --num-timesteps "${PPO_STEPS:-3000000}" --timeout 115 ${PPO_SET:---set num_envs=4096 \
-      --set batch_size=2048 --set num_minibatches=32 --set num_eval_envs=128} \
-      | tee "${OUT:-/tmp/out}/ppo.jsonl" || true
+    timeout "${PPO_S:-240}" bash -c "$(declare -f ppo_pair); ppo_pair 115" || true
+    ;;
+  probe)
+    # Where our GPU step's time goes (the first lease found it launch-bound, RESULTS.md): the
+    # work queue against the plain vmapped loop, a kernel-level profile of ours and MJX, and
+    # the humanoid rows that lease could not reach. Each part under its own wall limit.
+    setup
+    export PYTHONUNBUFFERED=1
+    o="${OUT:-/tmp/out}"
+    for m in ant humanoid; do
+      timeout 110 python3 tools/bench/ab.py --model "$m" --batch "${PROBE_BATCH:-1024}" \
+        --setting brax_physics._src.solver:QUEUE_PLATFORMS --values "('cpu',)" "('cpu','cuda')" \
+        --rounds 5 | tee -a "$o/ab.jsonl" || true
+    done
+    timeout 200 python3 tools/bench/physics.py --models ant --backends brax_physics,brax_mjx_env \
+      --batches "${PROBE_BATCH:-1024}" --steps 100 --repeats 3 --timeout 95 --profile | tee "$o/profile.jsonl" || true
+    timeout 130 python3 tools/bench/physics.py --models humanoid \
+      --backends brax_physics,brax_mjx_env,brax_physics_mjx_env --batches "${PROBE_BATCH:-1024}" --steps 100 \
+      --repeats 3 --timeout 60 | tee "$o/humanoid.jsonl" || true
     ;;
   ppo)
     setup
-    python3 tools/bench/train.py --agents ppo --envs ant --impls ours,brax --num-timesteps 2000000 \
-      --timeout 220 | tee "${OUT:-/tmp/out}/ppo.jsonl"
+    ppo_pair 220
     ;;
   *)
-    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all" >&2
+    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe" >&2
     exit 2
     ;;
 esac

@@ -222,7 +222,7 @@ def bench_ours(xml: str, batch: int, steps: int, repeats: int, sharded: bool = F
     import brax_physics as bp
 
     sys_ = our_system(xml, opt)
-    state = jax.vmap(lambda _: bp.init(sys_))(jnp.arange(batch))
+    state = jax.jit(jax.vmap(lambda _: bp.init(sys_)))(jnp.arange(batch))  # one compile, not one per op
     ctrl = jnp.asarray(_controls(sys_.nu, batch))
     return _timed_rollout(lambda st, u: bp.step(sys_, st, u), state, ctrl, steps, repeats, sharded)
 
@@ -247,7 +247,7 @@ def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str,
     sys_ = mjcf.load_model(model)
     q = jnp.asarray(sys_.init_q)
     qd = jnp.zeros(sys_.qd_size())
-    state = jax.vmap(lambda _: pipeline.init(sys_, q, qd))(jnp.arange(batch))
+    state = jax.jit(jax.vmap(lambda _: pipeline.init(sys_, q, qd)))(jnp.arange(batch))
     ctrl = jnp.asarray(_controls(sys_.act_size(), batch))
     return _timed_rollout(lambda st, u: pipeline.step(sys_, st, u), state, ctrl, steps, repeats, sharded)
 

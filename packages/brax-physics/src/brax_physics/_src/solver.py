@@ -15,8 +15,9 @@ MuJoCo, and stops on MuJoCo's rules (scaled cost improvement or gradient below `
 The scale is 1/trace(M) of the current mass matrix (`scale_tol`), as in MuJoCo 4.0.0.
 
 Batches: under `vmap` a plain while loop would run every problem for the batch's largest iteration
-count; from `QUEUE_MIN_BATCH` problems on, a work queue instead iterates only the unconverged ones
-(`_newton_queued`), each for exactly the iterations it takes alone.
+count; from `QUEUE_MIN_BATCH` problems on, on a CPU (`QUEUE_PLATFORMS`), a work queue instead
+iterates only the unconverged ones (`_newton_queued`), each for exactly the iterations it takes
+alone.
 
 Compaction: models with many contact slots have few active rows; when a group of limit/contact
 units is large, the solve runs on its active units gathered into a smaller static budget whenever
@@ -534,6 +535,13 @@ QUEUE_MIN_BATCH = 64
 # The work queue has batch / this many slots: more slots take fewer trips but iterate more empty
 # or converged slots per trip; a quarter was the fastest fraction on ant (CHANGELOG.md).
 QUEUE_SLOT_FRACTION = 4
+# Platforms whose programs use the work queue (`lax.platform_dependent`; the others run the plain
+# vmapped loop). The queue trades trips for work: on ant and humanoid at 1024 envs it takes about
+# twice the plain loop's trips per step (each problem's iterations spread over a quarter as many
+# slots). A CPU's time follows the work; a GPU's step at these sizes follows its kernel launches and
+# each trip's host synchronization (an H200's ant step: 3.5 ms at 1024 envs, 4.0 ms at 8192), so
+# there the plain loop's fewer trips should win (CHANGELOG.md; to be A/B-ed on a GPU).
+QUEUE_PLATFORMS: tuple[str, ...] = ("cpu",)
 
 
 def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> jax.Array:
@@ -600,10 +608,14 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
             return a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
 
         p, x_warm = jax.tree.map(full, (p, x_warm), tuple(in_batched))
-        if axis_size < QUEUE_MIN_BATCH or x_warm.ndim != 2:  # small batches: the plain vmapped loop
-            return jax.vmap(functools.partial(_newton_loop, cfg))(p, x_warm), True
+        plain = jax.vmap(functools.partial(_newton_loop, cfg))
+        if axis_size < QUEUE_MIN_BATCH or x_warm.ndim != 2 or not QUEUE_PLATFORMS:
+            return plain(p, x_warm), True  # small batches: the plain vmapped loop
         slots = max(QUEUE_MIN_BATCH // QUEUE_SLOT_FRACTION, axis_size // QUEUE_SLOT_FRACTION)
-        return _newton_queued(cfg, p, x_warm, slots), True
+        queued = functools.partial(_newton_queued, cfg, slots=slots)
+        out: jax.Array = jax.lax.platform_dependent(p, x_warm, default=plain,
+                                                    **{name: queued for name in QUEUE_PLATFORMS})
+        return out, True
 
     return newton
 

@@ -96,6 +96,28 @@ def test_queue_matches_plain_vmapped_loop(monkeypatch: pytest.MonkeyPatch) -> No
     np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
 
 
+def test_queue_only_where_queue_platforms_say(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lowered for CUDA (no GPU needed) the batched solve is the plain vmapped loop, without the
+    queue's sort; for a CPU, the queue; with CUDA listed, CUDA's program has the queue too."""
+    cfg, p = _cfg(), _problems(128, seed=7)
+
+    def sorts(platform: str) -> int:  # a fresh jit each time: the setting is read at trace time
+        f = jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w)))
+        text = jax.export.export(f, platforms=[platform])(p, p.qacc_smooth).mlir_module()
+        return text.count("stablehlo.sort")
+
+    assert sorts("cuda") == 0
+    assert sorts("cpu") >= 1
+    monkeypatch.setattr(solver, "QUEUE_PLATFORMS", ("cpu", "cuda"))
+    solver._newton_fn.cache_clear()
+    solver._compact_newton_fn.cache_clear()
+    try:
+        assert sorts("cuda") == sorts("cpu")
+    finally:
+        solver._newton_fn.cache_clear()
+        solver._compact_newton_fn.cache_clear()
+
+
 @pytest.mark.parametrize("iterations", [0, 1, 2])
 def test_iteration_cap_is_per_problem(iterations: int) -> None:
     """With a cap below convergence every problem stops after exactly `iterations`, as alone."""
