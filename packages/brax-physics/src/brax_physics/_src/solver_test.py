@@ -103,7 +103,7 @@ def test_queue_only_where_queue_platforms_say(monkeypatch: pytest.MonkeyPatch) -
 
     def sorts(platform: str) -> int:  # a fresh jit each time: the setting is read at trace time
         f = jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w)))
-        text = jax.export.export(f, platforms=[platform])(p, p.qacc_smooth).mlir_module()
+        text: str = jax.export.export(f, platforms=[platform])(p, p.qacc_smooth).mlir_module()
         return text.count("stablehlo.sort")
 
     assert sorts("cuda") == 0
