@@ -1,4 +1,5 @@
-"""tools/bench/physics.py: a row with the memory fields, and ours at MJX's env settings."""
+"""tools/bench/physics.py: a row with the memory fields, one with a kernel profile, and ours at MJX's env
+settings."""
 
 from __future__ import annotations
 
@@ -44,3 +45,17 @@ def test_ours_with_mjx_env_settings(capsys: pytest.CaptureFixture[str]) -> None:
     assert opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
     # only the models Google brax's envs give MJX settings for (named backends print an error row)
     assert "no MJX env settings for model 'reacher'" in reacher["error"]
+
+
+def test_row_with_kernel_profile(capsys: pytest.CaptureFixture[str]) -> None:
+    physics.main(["--models", "reacher", "--backends", "brax_physics", "--batches", "2", "--steps", "3",
+                  "--repeats", "1", "--profile"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 1 and "error" not in rows[0] and "profile_error" not in rows[0], rows
+    prof = rows[0]["profile"]
+    assert prof["profile_steps"] == 3  # the row's steps, under _PROFILE_STEPS
+    # On a CPU the XLA client's threads run the step's thunks: some per step, each named
+    assert prof["kernels_per_step"] >= 1 and prof["kernel_us_per_step"] > 0
+    assert prof["top"] and all(isinstance(name, str) and n > 0 for name, n, _ in prof["top"])
+    assert prof["wall_us_per_step"] > 0 and prof["cuda_api"] == []
+    assert any(line.startswith("/host:CPU") for line in prof["lines"])
