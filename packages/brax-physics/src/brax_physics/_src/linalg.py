@@ -23,6 +23,10 @@ runs on the thread that calls it, and any number of them may run at once (the ch
 factor side by side, two devices each on its own core). A vmap around another vmap batches a
 chunk's call again, past the limit; the pipeline vmaps once. The split is the CPU's alone
 (`lax.platform_dependent`): lowered for a GPU or TPU, each factor or solve takes the whole batch.
+So do the column and substitution forms: on a GPU each trip of their loop over rows is a round of
+kernel launches (the ant's step lowered for CUDA had six such loops of 14 trips, two of them inside
+every Newton iteration), where cuSOLVER's batched factor and cuBLAS's batched triangular solves
+are a few kernels each.
 
 Differentiation: solves are `lax.custom_linear_solve`s, so their derivatives are implicit (the
 JVP solves again with the same factor, reverse mode transposes the solve) and flow through the
@@ -125,11 +129,6 @@ def _batch_front(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> list
     return [x if b else jnp.broadcast_to(x, (axis_size, *x.shape)) for x, b in pairs]
 
 
-def _batch_last(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> list[jax.Array]:
-    """The operands of a vmap rule, broadcast to the batch and with the batch axis moved last."""
-    return [jnp.moveaxis(x, 0, -1) for x in _batch_front(axis_size, in_batched, *xs)]
-
-
 def _lapack_factor(a: jax.Array) -> jax.Array:
     low: jax.Array = jsl.cholesky(a, lower=True)
     return low
@@ -200,19 +199,45 @@ def _substitute_front(low: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.moveaxis(_substitute(jnp.moveaxis(low, 0, -1), jnp.moveaxis(b, 0, -1)), -1, 0)
 
 
+def _cpu_only(how: str, n: int, cpu: Callable[..., jax.Array], other: Callable[..., jax.Array],
+              *xs: jax.Array) -> jax.Array:
+    """`cpu(*xs)` where the batched form `how` is the column or substitution loop for n above
+    `SMALL_N`, lowered for a CPU only: a GPU or TPU program gets `other(*xs)`, the whole batch in
+    cuSOLVER's factor and cuBLAS's triangular solves, since there each trip of the substitution
+    loop (one per row) is a round of kernel launches."""
+    if how == "lapack" or n <= SMALL_N:  # tiny systems: the loops are unrolled
+        return cpu(*xs)
+    out: jax.Array = jax.lax.platform_dependent(*xs, cpu=cpu, default=other)
+    return out
+
+
+def _columns_solve(a: jax.Array, b: jax.Array) -> jax.Array:
+    """(B, n) solutions of (B, n, n) systems by the column factor and substitution, batch-last inside."""
+    return jnp.moveaxis(_substitute(_factor_columns(jnp.moveaxis(a, 0, -1)), jnp.moveaxis(b, 0, -1)), -1, 0)
+
+
+def _factor_then_substitute(a: jax.Array, b: jax.Array) -> jax.Array:
+    """(B, n) solutions of (B, n, n) systems by LAPACK's factor and the batch-last substitution."""
+    return _substitute_front(_lapack_factors(a), b)
+
+
+def _lapack_solve(a: jax.Array, b: jax.Array) -> jax.Array:
+    """(B, n) solutions of (B, n, n) systems by LAPACK's (cuSOLVER's) factor and triangular solves."""
+    return _lapack_substitutes(_lapack_factors(a), b)
+
+
 @_spd_solve_p.def_vmap
 def _spd_solve_vmap(axis_size: int, in_batched: list[bool], a: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
-    how = _lowering(a.shape[-1], axis_size)
-    if how == "columns":
-        a, b = _batch_last(axis_size, in_batched, a, b)
-        return jnp.moveaxis(_substitute(_factor_columns(a), b), -1, 0), True
+    how, n = _lowering(a.shape[-1], axis_size), a.shape[-1]
     a, b = _batch_front(axis_size, in_batched, a, b)
+    if how == "columns":
+        return _cpu_only(how, n, _columns_solve, _lapack_solve, a, b), True
     if how == "substitute":
-        return _substitute_front(_lapack_factors(a), b), True
-    if a.shape[-1] <= SMALL_N:
+        return _cpu_only(how, n, _factor_then_substitute, _lapack_solve, a, b), True
+    if n <= SMALL_N:
         return jax.vmap(lambda m, r: _solve_with(_factor(m), r))(a, b), True
-    return _lapack_substitutes(_lapack_factors(a), b), True
+    return _lapack_solve(a, b), True
 
 
 @custom_batching.custom_vmap
@@ -236,14 +261,11 @@ def _cho_solve_p(low: jax.Array, b: jax.Array) -> jax.Array:
 @_cho_solve_p.def_vmap
 def _cho_solve_vmap(axis_size: int, in_batched: list[bool], low: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
-    how = _lowering(low.shape[-1], axis_size)
-    if how == "columns":
-        low, b = _batch_last(axis_size, in_batched, low, b)
-        return jnp.moveaxis(_substitute(low, b), -1, 0), True
+    how, n = _lowering(low.shape[-1], axis_size), low.shape[-1]
     low, b = _batch_front(axis_size, in_batched, low, b)
-    if how == "substitute":
-        return _substitute_front(low, b), True
-    if low.shape[-1] <= SMALL_N:
+    if how in ("columns", "substitute"):
+        return _cpu_only(how, n, _substitute_front, _lapack_substitutes, low, b), True
+    if n <= SMALL_N:
         return jax.vmap(_solve_with)(low, b), True
     return _lapack_substitutes(low, b), True
 

@@ -194,6 +194,29 @@ def test_accelerators_get_the_whole_batch_in_one_call(fn: str, batch: int, n: in
     assert cuda == [batch] * (1 if fn == "cholesky" else 2), cuda  # cho_solve: L and Lᵀ solves
 
 
+@pytest.mark.parametrize(("fn", "n"), [("spd_solve", 14), ("cho_solve", 14), ("spd_solve", 27),
+                                       ("cho_solve", 27)])
+def test_accelerators_get_library_solves_not_loops(fn: str, n: int) -> None:
+    """The column form (n <= UNROLL_MAX_N) and the batch-last substitution (above it) loop over rows,
+    which suits a CPU's SIMD lanes; lowered for CUDA the same vmapped solve is cuSOLVER's factor and
+    two whole-batch triangular solves, with no loop, while the CPU keeps its loop."""
+    batch = 1024
+    assert batch >= max(linalg.UNROLL_MIN_BATCH, linalg.SUBSTITUTE_MIN_BATCH)
+    spec = jax.ShapeDtypeStruct
+    args = (spec((batch, n, n), jnp.float32), spec((batch, n), jnp.float32))  # type: ignore[no-untyped-call]
+    f = jax.vmap(linalg.spd_solve) if fn == "spd_solve" else jax.vmap(lambda a, r: linalg.cho_solve(a, a, r))
+
+    def lowered(platform: str) -> str:
+        text: str = jax.export.export(jax.jit(f), platforms=[platform])(*args).mlir_module()
+        return text
+
+    assert "stablehlo.while" in lowered("cpu")
+    assert "stablehlo.while" not in lowered("cuda")
+    # spd_solve factors (one potrf) and substitutes (two solves); cho_solve only substitutes
+    want = [batch] * (3 if fn == "spd_solve" else 2)
+    assert _factor_and_solve_batches(f, "cuda", *args) == want
+
+
 def test_many_concurrent_batched_solves_complete() -> None:
     """Six independent batched spd_solves per call, 200 calls: with batched LAPACK this hangs."""
     code = textwrap.dedent("""
