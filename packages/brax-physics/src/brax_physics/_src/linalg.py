@@ -23,10 +23,9 @@ runs on the thread that calls it, and any number of them may run at once (the ch
 factor side by side, two devices each on its own core). A vmap around another vmap batches a
 chunk's call again, past the limit; the pipeline vmaps once. The split is the CPU's alone
 (`lax.platform_dependent`): lowered for a GPU or TPU, each factor or solve takes the whole batch.
-So do the column and substitution forms: on a GPU each trip of their loop over rows is a round of
-kernel launches (the ant's step lowered for CUDA had six such loops of 14 trips, two of them inside
-every Newton iteration), where cuSOLVER's batched factor and cuBLAS's batched triangular solves
-are a few kernels each.
+So do the column and substitution forms (`_cpu_only`): on a GPU each trip of their loop over rows
+is a round of kernel launches (a step has several such loops, two inside every Newton iteration),
+where cuSOLVER's batched factor and cuBLAS's batched triangular solves are a few kernels each.
 
 Differentiation: solves are `lax.custom_linear_solve`s, so their derivatives are implicit (the
 JVP solves again with the same factor, reverse mode transposes the solve) and flow through the
@@ -199,13 +198,12 @@ def _substitute_front(low: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.moveaxis(_substitute(jnp.moveaxis(low, 0, -1), jnp.moveaxis(b, 0, -1)), -1, 0)
 
 
-def _cpu_only(how: str, n: int, cpu: Callable[..., jax.Array], other: Callable[..., jax.Array],
+def _cpu_only(n: int, cpu: Callable[..., jax.Array], other: Callable[..., jax.Array],
               *xs: jax.Array) -> jax.Array:
-    """`cpu(*xs)` where the batched form `how` is the column or substitution loop for n above
-    `SMALL_N`, lowered for a CPU only: a GPU or TPU program gets `other(*xs)`, the whole batch in
-    cuSOLVER's factor and cuBLAS's triangular solves, since there each trip of the substitution
-    loop (one per row) is a round of kernel launches."""
-    if how == "lapack" or n <= SMALL_N:  # tiny systems: the loops are unrolled
+    """`cpu(*xs)`, a column or substitution loop over the n rows, in programs lowered for a CPU; a
+    GPU or TPU program gets `other(*xs)`, the whole batch in cuSOLVER's factor and cuBLAS's
+    triangular solves, since there each trip of the loop is a round of kernel launches."""
+    if n <= SMALL_N:  # tiny systems: the loops are unrolled on every platform
         return cpu(*xs)
     out: jax.Array = jax.lax.platform_dependent(*xs, cpu=cpu, default=other)
     return out
@@ -232,9 +230,9 @@ def _spd_solve_vmap(axis_size: int, in_batched: list[bool], a: jax.Array,
     how, n = _lowering(a.shape[-1], axis_size), a.shape[-1]
     a, b = _batch_front(axis_size, in_batched, a, b)
     if how == "columns":
-        return _cpu_only(how, n, _columns_solve, _lapack_solve, a, b), True
+        return _cpu_only(n, _columns_solve, _lapack_solve, a, b), True
     if how == "substitute":
-        return _cpu_only(how, n, _factor_then_substitute, _lapack_solve, a, b), True
+        return _cpu_only(n, _factor_then_substitute, _lapack_solve, a, b), True
     if n <= SMALL_N:
         return jax.vmap(lambda m, r: _solve_with(_factor(m), r))(a, b), True
     return _lapack_solve(a, b), True
@@ -264,7 +262,7 @@ def _cho_solve_vmap(axis_size: int, in_batched: list[bool], low: jax.Array,
     how, n = _lowering(low.shape[-1], axis_size), low.shape[-1]
     low, b = _batch_front(axis_size, in_batched, low, b)
     if how in ("columns", "substitute"):
-        return _cpu_only(how, n, _substitute_front, _lapack_substitutes, low, b), True
+        return _cpu_only(n, _substitute_front, _lapack_substitutes, low, b), True
     if n <= SMALL_N:
         return jax.vmap(_solve_with)(low, b), True
     return _lapack_substitutes(low, b), True

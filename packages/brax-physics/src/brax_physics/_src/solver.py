@@ -536,11 +536,11 @@ QUEUE_MIN_BATCH = 64
 # or converged slots per trip; a quarter was the fastest fraction on ant (CHANGELOG.md).
 QUEUE_SLOT_FRACTION = 4
 # Platforms whose programs use the work queue (`lax.platform_dependent`; the others run the plain
-# vmapped loop). The queue trades trips for work: on ant and humanoid at 1024 envs it takes about
-# twice the plain loop's trips per step (each problem's iterations spread over a quarter as many
-# slots). A CPU's time follows the work; a GPU's step at these sizes follows its kernel launches and
-# each trip's host synchronization (an H200's ant step: 3.5 ms at 1024 envs, 4.0 ms at 8192), so
-# there the plain loop's fewer trips should win (CHANGELOG.md; to be A/B-ed on a GPU).
+# vmapped loop). The queue trades trips for work: it spreads the batch's iterations over a quarter
+# as many slots, so it takes more trips than the plain loop's slowest problem. A CPU's time follows
+# the work; a GPU's step at RL batch sizes follows its kernel launches and each trip's host
+# synchronization, so there the plain loop's fewer trips should win (numbers in CHANGELOG.md; to
+# be A/B-ed on a GPU).
 QUEUE_PLATFORMS: tuple[str, ...] = ("cpu",)
 
 
