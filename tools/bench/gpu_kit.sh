@@ -70,16 +70,18 @@ case "${1:-}" in
     timeout "${PPO_S:-240}" bash -c "$(declare -f ppo_pair); ppo_pair 115" || true
     ;;
   probe)
-    # Where our GPU step's time goes (the first lease found it launch-bound, RESULTS.md): the
-    # work queue against the plain vmapped loop, a kernel-level profile of ours and MJX, and
-    # the humanoid rows that lease could not reach. Each part under its own wall limit.
+    # Where our GPU step's time goes (the first lease found it launch-bound, RESULTS.md): the two
+    # GPU-only lowerings against the CPU's, a kernel-level profile of ours and MJX, and the
+    # humanoid rows that lease could not reach. Each part under its own wall limit.
     setup
     export PYTHONUNBUFFERED=1
     o="${OUT:-/tmp/out}"
-    for m in ant humanoid; do
-      timeout 110 python3 tools/bench/ab.py --model "$m" --batch "${PROBE_BATCH:-1024}" \
-        --setting brax_physics._src.solver:QUEUE_PLATFORMS --values "('cpu',)" "('cpu','cuda')" \
-        --rounds 5 | tee -a "$o/ab.jsonl" || true
+    # A: this session's GPU programs; B: the CPU's row loops (linalg) or work queue (solver) there too.
+    for setting in brax_physics._src.linalg:LOOP_PLATFORMS brax_physics._src.solver:QUEUE_PLATFORMS; do
+      for m in ant humanoid; do
+        timeout 100 python3 tools/bench/ab.py --model "$m" --batch "${PROBE_BATCH:-1024}" \
+          --setting "$setting" --values "('cpu',)" "('cpu','cuda')" --rounds 5 | tee -a "$o/ab.jsonl" || true
+      done
     done
     timeout 200 python3 tools/bench/physics.py --models ant --backends brax_physics,brax_mjx_env \
       --batches "${PROBE_BATCH:-1024}" --steps 100 --repeats 3 --timeout 95 --profile | tee "$o/profile.jsonl" || true

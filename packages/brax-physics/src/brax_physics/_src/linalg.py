@@ -23,9 +23,10 @@ runs on the thread that calls it, and any number of them may run at once (the ch
 factor side by side, two devices each on its own core). A vmap around another vmap batches a
 chunk's call again, past the limit; the pipeline vmaps once. The split is the CPU's alone
 (`lax.platform_dependent`): lowered for a GPU or TPU, each factor or solve takes the whole batch.
-So do the column and substitution forms (`_cpu_only`): on a GPU each trip of their loop over rows
-is a round of kernel launches (a step has several such loops, two inside every Newton iteration),
-where cuSOLVER's batched factor and cuBLAS's batched triangular solves are a few kernels each.
+So do the column and substitution forms (`LOOP_PLATFORMS`): on a GPU each trip of their loop over
+rows is a round of kernel launches (a step has several such loops, two inside every Newton
+iteration), where cuSOLVER's batched factor and cuBLAS's batched triangular solves are a few
+kernels each.
 
 Differentiation: solves are `lax.custom_linear_solve`s, so their derivatives are implicit (the
 JVP solves again with the same factor, reverse mode transposes the solve) and flow through the
@@ -62,6 +63,10 @@ UNROLL_MIN_BATCH = 128
 # Above UNROLL_MAX_N, smallest batch for the batch-last substitution (on LAPACK's factor, moved to
 # batch-last): below it LAPACK's two triangular solves per system cost less than the loop's trips.
 SUBSTITUTE_MIN_BATCH = 64
+# Platforms whose programs run the column and substitution forms (`lax.platform_dependent`); the
+# others get the linear-algebra library's whole-batch calls. Their loops over rows suit a CPU's
+# SIMD lanes; on a GPU every trip is a round of kernel launches.
+LOOP_PLATFORMS: tuple[str, ...] = ("cpu",)
 # jaxlib 0.10's kMinWorkPerTask: a batched LAPACK call whose batch times its flop estimate
 # (n³/3 for a Cholesky factor, n² for a triangular solve of one right side) is below it runs on
 # the calling thread and never waits on the pool.
@@ -198,14 +203,17 @@ def _substitute_front(low: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.moveaxis(_substitute(jnp.moveaxis(low, 0, -1), jnp.moveaxis(b, 0, -1)), -1, 0)
 
 
-def _cpu_only(n: int, cpu: Callable[..., jax.Array], other: Callable[..., jax.Array],
-              *xs: jax.Array) -> jax.Array:
-    """`cpu(*xs)`, a column or substitution loop over the n rows, in programs lowered for a CPU; a
-    GPU or TPU program gets `other(*xs)`, the whole batch in cuSOLVER's factor and cuBLAS's
-    triangular solves, since there each trip of the loop is a round of kernel launches."""
+def _loop_or_library(n: int, loop: Callable[..., jax.Array], library: Callable[..., jax.Array],
+                     *xs: jax.Array) -> jax.Array:
+    """`loop(*xs)`, a column or substitution loop over the n rows, in programs lowered for
+    `LOOP_PLATFORMS`; others get `library(*xs)`, the whole batch in cuSOLVER's factor and cuBLAS's
+    triangular solves, since on a GPU each trip of the loop is a round of kernel launches."""
     if n <= SMALL_N:  # tiny systems: the loops are unrolled on every platform
-        return cpu(*xs)
-    out: jax.Array = jax.lax.platform_dependent(*xs, cpu=cpu, default=other)
+        return loop(*xs)
+    if not LOOP_PLATFORMS:
+        return library(*xs)
+    out: jax.Array = jax.lax.platform_dependent(*xs, default=library,
+                                                **{name: loop for name in LOOP_PLATFORMS})
     return out
 
 
@@ -230,9 +238,9 @@ def _spd_solve_vmap(axis_size: int, in_batched: list[bool], a: jax.Array,
     how, n = _lowering(a.shape[-1], axis_size), a.shape[-1]
     a, b = _batch_front(axis_size, in_batched, a, b)
     if how == "columns":
-        return _cpu_only(n, _columns_solve, _lapack_solve, a, b), True
+        return _loop_or_library(n, _columns_solve, _lapack_solve, a, b), True
     if how == "substitute":
-        return _cpu_only(n, _factor_then_substitute, _lapack_solve, a, b), True
+        return _loop_or_library(n, _factor_then_substitute, _lapack_solve, a, b), True
     if n <= SMALL_N:
         return jax.vmap(lambda m, r: _solve_with(_factor(m), r))(a, b), True
     return _lapack_solve(a, b), True
@@ -262,7 +270,7 @@ def _cho_solve_vmap(axis_size: int, in_batched: list[bool], low: jax.Array,
     how, n = _lowering(low.shape[-1], axis_size), low.shape[-1]
     low, b = _batch_front(axis_size, in_batched, low, b)
     if how in ("columns", "substitute"):
-        return _cpu_only(n, _substitute_front, _lapack_substitutes, low, b), True
+        return _loop_or_library(n, _substitute_front, _lapack_substitutes, low, b), True
     if n <= SMALL_N:
         return jax.vmap(_solve_with)(low, b), True
     return _lapack_substitutes(low, b), True

@@ -217,6 +217,22 @@ def test_accelerators_get_library_solves_not_loops(fn: str, n: int) -> None:
     assert _factor_and_solve_batches(f, "cuda", *args) == want
 
 
+def test_loop_platforms_choose_the_lowering(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`LOOP_PLATFORMS` decides per platform: listed, CUDA gets the row loop; empty, the CPU gets
+    the library's calls."""
+    spec = jax.ShapeDtypeStruct
+    args = (spec((1024, 14, 14), jnp.float32), spec((1024, 14), jnp.float32))  # type: ignore[no-untyped-call]
+
+    def has_loop(platform: str) -> bool:  # a fresh jit each time: the setting is read at trace time
+        f = jax.jit(jax.vmap(linalg.spd_solve))
+        return "stablehlo.while" in jax.export.export(f, platforms=[platform])(*args).mlir_module()
+
+    monkeypatch.setattr(linalg, "LOOP_PLATFORMS", ("cpu", "cuda"))
+    assert has_loop("cuda") and has_loop("cpu")
+    monkeypatch.setattr(linalg, "LOOP_PLATFORMS", ())
+    assert not has_loop("cpu") and not has_loop("cuda")
+
+
 def test_many_concurrent_batched_solves_complete() -> None:
     """Six independent batched spd_solves per call, 200 calls: with batched LAPACK this hangs."""
     code = textwrap.dedent("""
