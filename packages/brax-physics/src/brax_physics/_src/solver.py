@@ -532,9 +532,15 @@ def _newton_loop(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
 
 # Under vmap with at least this many problems the loop runs on a work queue (`_newton_queued`).
 QUEUE_MIN_BATCH = 64
-# The work queue has batch / this many slots: more slots take fewer trips but iterate more empty
-# or converged slots per trip; a quarter was the fastest fraction on ant (CHANGELOG.md).
-QUEUE_SLOT_FRACTION = 4
+# Slots of the work queue (`queue_slots`): more slots take fewer trips but iterate more empty or
+# converged slots per trip, each costing a factor of the Hessian, so the best count grows more
+# slowly than the batch: a quarter of a small batch, up to QUEUE_MIN_SLOTS, then batch /
+# QUEUE_SLOT_FRACTION (A/B on ant and humanoid from 64 to 4096 envs, CHANGELOG.md). Fewer than 128
+# slots also keeps the Newton solve on LAPACK's factor rather than the column form, which compiles
+# faster.
+QUEUE_SMALL_FRACTION = 4
+QUEUE_MIN_SLOTS = 32
+QUEUE_SLOT_FRACTION = 16
 # Platforms whose programs use the work queue (`lax.platform_dependent`; the others run the plain
 # vmapped loop). The queue trades trips for work: it spreads the batch's iterations over a quarter
 # as many slots, so it takes more trips than the plain loop's slowest problem. A CPU's time follows
@@ -542,6 +548,11 @@ QUEUE_SLOT_FRACTION = 4
 # synchronization, so there the plain loop's fewer trips should win (numbers in CHANGELOG.md; to
 # be A/B-ed on a GPU).
 QUEUE_PLATFORMS: tuple[str, ...] = ("cpu",)
+
+
+def queue_slots(batch: int) -> int:
+    """Slots of the work queue for `batch` problems."""
+    return max(1, min(batch // QUEUE_SMALL_FRACTION, QUEUE_MIN_SLOTS), batch // QUEUE_SLOT_FRACTION)
 
 
 def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> jax.Array:
@@ -611,8 +622,7 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
         plain = jax.vmap(functools.partial(_newton_loop, cfg))
         if axis_size < QUEUE_MIN_BATCH or x_warm.ndim != 2 or not QUEUE_PLATFORMS:
             return plain(p, x_warm), True  # small batches: the plain vmapped loop
-        slots = max(QUEUE_MIN_BATCH // QUEUE_SLOT_FRACTION, axis_size // QUEUE_SLOT_FRACTION)
-        queued = functools.partial(_newton_queued, cfg, slots=slots)
+        queued = functools.partial(_newton_queued, cfg, slots=queue_slots(axis_size))
         out: jax.Array = jax.lax.platform_dependent(p, x_warm, default=plain,
                                                     **{name: queued for name in QUEUE_PLATFORMS})
         return out, True

@@ -71,7 +71,7 @@ def test_queue_matches_one_by_one(floss_rows: int) -> None:
     cfg, p = _cfg(floss_rows=floss_rows), _problems(batch, seed=floss_rows, floss_rows=floss_rows)
     warm = p.qacc_smooth.at[::3].add(0.5)  # a third start from a perturbed warm start
     its = _iterations(cfg, p, warm)
-    slots = batch // solver.QUEUE_SLOT_FRACTION
+    slots = solver.queue_slots(batch)
     assert np.sum(its > 0) > slots, (its > 0).sum()  # slots get refilled
     assert its.max() > its[its > 0].min(), np.bincount(its)  # problems finish at different trips
     got = np.asarray(_solve_batched(cfg, p, warm))
