@@ -535,15 +535,15 @@ QUEUE_MIN_BATCH = 64
 # Slots of the work queue (`queue_slots`): more slots take fewer trips but iterate more empty or
 # converged slots per trip, each costing a factor of the Hessian, so the best count grows more
 # slowly than the batch: a quarter of a small batch, up to QUEUE_MIN_SLOTS, then batch /
-# QUEUE_SLOT_FRACTION (A/B on ant and humanoid from 64 to 4096 envs, CHANGELOG.md). Fewer than 128
-# slots also keeps the Newton solve on LAPACK's factor rather than the column form, which compiles
-# faster.
+# QUEUE_SLOT_FRACTION (A/B on ant and humanoid from 64 to 4096 envs, CHANGELOG.md). For models of
+# up to `linalg.UNROLL_MAX_N` dofs, fewer than 128 slots also keep the Newton solve on LAPACK's
+# factor rather than the column form, which compiles faster.
 QUEUE_SMALL_FRACTION = 4
 QUEUE_MIN_SLOTS = 32
 QUEUE_SLOT_FRACTION = 16
 # Platforms whose programs use the work queue (`lax.platform_dependent`; the others run the plain
-# vmapped loop). The queue trades trips for work: it spreads the batch's iterations over a quarter
-# as many slots, so it takes more trips than the plain loop's slowest problem. A CPU's time follows
+# vmapped loop). The queue trades trips for work: it spreads the batch's iterations over fewer
+# slots than problems, so it takes more trips than the plain loop's slowest problem. A CPU's time follows
 # the work; a GPU's step at RL batch sizes follows its kernel launches and each trip's host
 # synchronization, so there the plain loop's fewer trips should win (numbers in CHANGELOG.md; to
 # be A/B-ed on a GPU).
