@@ -545,8 +545,7 @@ QUEUE_SLOT_FRACTION = 16
 # vmapped loop). The queue trades trips for work: it spreads the batch's iterations over fewer
 # slots than problems, so it takes more trips than the plain loop's slowest problem. A CPU's time follows
 # the work; a GPU's step at RL batch sizes follows its kernel launches and each trip's host
-# synchronization, so there the plain loop's fewer trips should win (numbers in CHANGELOG.md; to
-# be A/B-ed on a GPU).
+# synchronization, so there the plain loop's fewer trips win (measured on an H200, CHANGELOG.md).
 QUEUE_PLATFORMS: tuple[str, ...] = ("cpu",)
 
 
