@@ -23,3 +23,15 @@ def test_ab_times_both_values_and_restores_the_setting(capsys: pytest.CaptureFix
     assert out["max_abs_dq"] == 0.0  # the slot count never changes results
     with pytest.raises(SystemExit, match="has no attribute 'NOPE'"):
         ab.run("reacher", 2, "brax_physics._src.solver:NOPE", [1, 2], steps=1, rounds=1)
+
+
+def test_ab_sets_several_settings_together() -> None:
+    from brax_physics._src import linalg
+
+    before = (linalg.UNROLL_MAX_N, linalg.UNROLL_MIN_BATCH)
+    setting = "brax_physics._src.linalg:UNROLL_MAX_N,brax_physics._src.linalg:UNROLL_MIN_BATCH"
+    out = ab.run("reacher", 2, setting, [(16, 128), (4, 2)], steps=2, rounds=1)
+    assert before == (linalg.UNROLL_MAX_N, linalg.UNROLL_MIN_BATCH)  # both restored
+    assert [r["value"] for r in out["runs"]] == ["(16, 128)", "(4, 2)"]
+    with pytest.raises(SystemExit, match="2 settings take tuples of 2 values each"):
+        ab.run("reacher", 2, setting, [16, 24], steps=1, rounds=1)

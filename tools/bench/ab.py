@@ -8,6 +8,9 @@ within minutes on a shared CPU) hits both alike. Prints one JSON line: per value
 seconds and the median microseconds per physics step, and `b_over_a`, the second value's step
 time over the first's. The two compiles run in the order given; the first compile of a process
 carries one-time setup, so compare compile seconds only with the order also reversed.
+Several settings that only make sense together go comma-separated, each value then a tuple with one
+entry per setting: `--setting brax_physics._src.linalg:UNROLL_MAX_N,brax_physics._src.linalg:UNROLL_MIN_BATCH
+--values "(16, 128)" "(24, 64)"`.
 
 Why not a profile: a perfetto trace's self time per named scope charges a fusion to its root op's
 scope and inflates many small kernels (humanoid at 512 envs: kinematics 2.0 ms per step in the
@@ -50,27 +53,43 @@ def _rollout(sys_: Any, steps: int) -> Any:
     return rollout
 
 
+def _targets(setting: str, values: list[Any]) -> list[tuple[Any, str, list[Any]]]:
+    """(module, attribute, its value per run) of each comma-separated "module:ATTRIBUTE" in `setting`."""
+    names = setting.split(",")
+    if len(names) > 1 and not all(isinstance(v, tuple) and len(v) == len(names) for v in values):
+        n = len(names)
+        raise SystemExit(f"--values: {n} settings take tuples of {n} values each, got {values}")
+    out = []
+    for k, name in enumerate(names):
+        module_name, attr = name.split(":")
+        module = importlib.import_module(module_name)
+        if not hasattr(module, attr):
+            raise SystemExit(f"--setting: {module_name} has no attribute {attr!r}")
+        out.append((module, attr, [v[k] if len(names) > 1 else v for v in values]))
+    return out
+
+
 def run(model: str, batch: int, setting: str, values: list[Any], steps: int, rounds: int) -> dict[str, Any]:
-    """The A/B of `setting` ("module:ATTRIBUTE") at `values` (two) on `model` with `batch` envs."""
+    """The A/B of `setting` ("module:ATTRIBUTE", or several comma-separated with tuple values) at
+    `values` (two) on `model` with `batch` envs."""
     import brax_physics as bp
 
-    module_name, attr = setting.split(":")
-    module = importlib.import_module(module_name)
-    if not hasattr(module, attr):
-        raise SystemExit(f"--setting: {module_name} has no attribute {attr!r}")
-    original = getattr(module, attr)
+    targets = _targets(setting, values)
+    originals = [getattr(module, attr) for module, attr, _ in targets]
     sys_ = bp.load_mjcf(MODELS[model])
     state = jax.jit(jax.vmap(lambda _: bp.init(sys_)))(jnp.arange(batch))  # one compile, not one per op
     ctrl = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (batch, sys_.nu)).astype(np.float32))
     compiled, compile_s = [], []
     try:
-        for value in values:
-            setattr(module, attr, value)
+        for i in range(len(values)):
+            for module, attr, per_run in targets:
+                setattr(module, attr, per_run[i])
             t0 = time.perf_counter()
             compiled.append(jax.jit(_rollout(sys_, steps)).lower(state, ctrl).compile())
             compile_s.append(time.perf_counter() - t0)
     finally:
-        setattr(module, attr, original)
+        for (module, attr, _), original in zip(targets, originals, strict=True):
+            setattr(module, attr, original)
     qs = [np.asarray(c(state, ctrl)) for c in compiled]
     times: list[list[float]] = [[] for _ in values]
     for _ in range(rounds):
@@ -94,8 +113,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", default="ant", choices=sorted(MODELS))
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--setting", required=True,
-                   help="module:ATTRIBUTE, e.g. brax_physics._src.solver:QUEUE_MIN_BATCH")
-    p.add_argument("--values", nargs=2, required=True, help="two Python literals (A then B)")
+                   help="module:ATTRIBUTE, e.g. brax_physics._src.solver:QUEUE_MIN_BATCH; several: "
+                        "comma-separated")
+    p.add_argument("--values", nargs=2, required=True,
+                   help="two Python literals (A then B); tuples, one entry per setting, for several")
     p.add_argument("--steps", type=int, default=60, help="physics steps per timed rollout")
     p.add_argument("--rounds", type=int, default=7, help="alternating timed runs of each")
     a = p.parse_args(argv)

@@ -70,3 +70,55 @@ def test_mm_gradients_match_matmul_forward_and_reverse() -> None:
     got_b = jax.vmap(jax.grad(lambda b: loss(com.mm, a, b)))(bs)
     want_b = jax.vmap(jax.grad(lambda b: loss(ref, a, b)))(bs)
     np.testing.assert_allclose(got_b, want_b, rtol=1e-5, atol=1e-6)
+
+
+def _branched_model(legs: int = 3, links: int = 6) -> str:
+    """A free body with `legs` hinge chains of `links` links (6 + legs·links dofs)."""
+    def chain(k: int, leg: int) -> str:
+        if k == links:
+            return ""
+        axis = ("1 0 0", "0 1 0", "0 0 1")[(k + leg) % 3]
+        return (f'<body pos=".2 0 0"><joint type="hinge" axis="{axis}"/>'
+                f'<geom type="capsule" fromto="0 0 0 .2 0 0" size=".03"/>{chain(k + 1, leg)}</body>')
+    legs_xml = "".join(f'<body euler="0 0 {120 * i}">{chain(0, i)}</body>' for i in range(legs))
+    return (f'<mujoco><worldbody><body pos="0 0 1"><freejoint/><geom type="sphere" size=".1"/>{legs_xml}'
+            "</body></worldbody></mujoco>")
+
+
+@pytest.mark.parametrize("mirror_by_dot", [True, False])
+def test_mass_matrix_both_forms_match_mujoco(monkeypatch: pytest.MonkeyPatch, mirror_by_dot: bool) -> None:
+    """The upper triangle as a second product (nv >= MIRROR_DOT_MIN_NV) or as the lower one's mirror:
+    both M = mj_fullM, under vmap and alone."""
+    import mujoco
+
+    import brax_physics as bp
+    from brax_physics._src import kinematics
+
+    m = mujoco.MjModel.from_xml_string(_branched_model())
+    assert m.nv == 24 >= com.MIRROR_DOT_MIN_NV
+    monkeypatch.setattr(com, "MIRROR_DOT_MIN_NV", com.MIRROR_DOT_MIN_NV if mirror_by_dot else m.nv + 1)
+    sys = bp.from_mjmodel(m)
+    rng = np.random.default_rng(0)
+    qs, want = [], []
+    for _ in range(4):
+        d = mujoco.MjData(m)
+        d.qpos[:] = m.qpos0 + 0.5 * rng.normal(size=m.nq)
+        mujoco.mj_normalizeQuat(m, d.qpos)
+        mujoco.mj_forward(m, d)
+        full = np.zeros((m.nv, m.nv))
+        mujoco.mj_fullM(m, d, full)
+        qs.append(d.qpos.copy())
+        want.append(full)
+
+    def mass(q: jax.Array) -> jax.Array:
+        fr = kinematics.kinematics(sys, q)
+        sub = com.subtree_com(sys, fr.xipos)
+        return com.mass_matrix(sys, com.cinert(sys, fr, sub), com.cdof(sys, fr, sub))
+
+    q = jnp.asarray(np.stack(qs), jnp.float32)
+    batched = np.asarray(jax.jit(jax.vmap(mass))(q))
+    alone = np.asarray(jax.jit(mass)(q[0]))
+    scale = np.max(np.abs(want))
+    np.testing.assert_allclose(batched, np.stack(want), atol=2e-5 * scale)
+    np.testing.assert_allclose(alone, want[0], atol=2e-5 * scale)
+    np.testing.assert_allclose(batched, np.swapaxes(batched, 1, 2), rtol=0, atol=1e-6 * scale)  # symmetric

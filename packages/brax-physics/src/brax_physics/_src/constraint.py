@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from brax_math import normalize, point_velocity, quat_log, safe_norm
-from mujoco import mjtCone, mjtDisableBit, mjtJoint
+from mujoco import mjtCone, mjtDisableBit, mjtEq, mjtJoint, mjtObj, mjtWrap
 
 from brax_physics._src import equality
 from brax_physics._src.collision.contact import Contact
@@ -222,6 +222,66 @@ def _layout(
         maxdim=int(con_dim.max(initial=1)),
         elliptic=elliptic,
     )
+
+
+def _joint_dofs(sys: System, jnt: int) -> list[int]:
+    """Dof ids of joint `jnt`."""
+    width = {int(mjtJoint.mjJNT_FREE): 6, int(mjtJoint.mjJNT_BALL): 3}.get(int(sys.jnt_type[jnt]), 1)
+    return list(range(sys.jnt_dofadr[jnt], sys.jnt_dofadr[jnt] + width))
+
+
+def _tendon_dofs(sys: System, chain: np.ndarray, ten: int) -> np.ndarray:
+    """(nv,) bool: dofs that can move tendon `ten` (its joints', the chains of its sites' and
+    wrapping geoms' bodies)."""
+    out = np.zeros(sys.nv, bool)
+    for w in range(sys.tendon_adr[ten], sys.tendon_adr[ten] + sys.tendon_num[ten]):
+        kind, obj = int(sys.wrap_type[w]), int(sys.wrap_objid[w])
+        if kind == mjtWrap.mjWRAP_JOINT:
+            out[_joint_dofs(sys, obj)] = True
+        elif kind == mjtWrap.mjWRAP_SITE:
+            out |= chain[sys.site_bodyid[obj]]
+        elif kind in (mjtWrap.mjWRAP_SPHERE, mjtWrap.mjWRAP_CYLINDER):
+            out |= chain[sys.geom_bodyid[obj]]
+    return out
+
+
+def row_dofs(sys: System) -> np.ndarray:
+    """(nefc, nv) bool: the dofs each row's Jacobian can reach, in row order (static, a superset of
+    its nonzeros: a body's rows reach the dofs of the body and its ancestors)."""
+    lay, nv = layout(sys), sys.nv
+    chain = structure(sys).body_dof > 0  # (nbody, nv)
+    out = np.zeros((lay.nefc, nv), bool)
+    ten = [_tendon_dofs(sys, chain, t) for t in range(sys.ntendon)]
+    for r, e in enumerate(lay.eq.row_eq):  # equality rows: the dofs of both objects
+        kind, o1, o2 = int(sys.eq_type[e]), int(sys.eq_obj1id[e]), int(sys.eq_obj2id[e])
+        if kind in (mjtEq.mjEQ_CONNECT, mjtEq.mjEQ_WELD):
+            site = sys.eq_objtype[e] == mjtObj.mjOBJ_SITE
+            for o in (o1, o2):
+                out[r] |= chain[sys.site_bodyid[o] if site else o]
+        elif kind == mjtEq.mjEQ_JOINT:
+            for o in (o1, o2):
+                if o >= 0:
+                    out[r, _joint_dofs(sys, o)] = True
+        else:  # tendon
+            for o in (o1, o2):
+                if o >= 0:
+                    out[r] |= ten[o]
+    r = lay.neq
+    for d in lay.floss_dofs:
+        out[r, d] = True
+        r += 1
+    for t in lay.floss_tendons:
+        out[r] = ten[t]
+        r += 1
+    for j in lay.limit_jnts:
+        out[r, _joint_dofs(sys, int(j))] = True
+        r += 1
+    for t in lay.limit_tendons:
+        out[r] = ten[t]
+        r += 1
+    c = lay.row_con
+    out[r:] = chain[lay.con_body1[c]] | chain[lay.con_body2[c]]
+    return out
 
 
 class Rows(NamedTuple):

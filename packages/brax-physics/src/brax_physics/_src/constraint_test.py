@@ -256,6 +256,7 @@ def test_rows_match_mujoco(case: str) -> None:
     assert act.sum() == d.nefc == len(order)
     idx = np.asarray(order)
     np.testing.assert_allclose(np.asarray(rows.J)[idx], d.efc_J.reshape(d.nefc, m.nv), atol=2e-5)
+    assert not np.any((np.asarray(rows.J) != 0) & ~constraint.row_dofs(sys))  # the static support holds
     np.testing.assert_allclose(np.asarray(rows.R)[idx], d.efc_R, rtol=2e-4)
     np.testing.assert_allclose(np.asarray(rows.D)[idx], d.efc_D, rtol=2e-4)
     atol = 1e-3 * np.max(np.abs(d.efc_aref))

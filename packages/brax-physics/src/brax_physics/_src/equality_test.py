@@ -98,6 +98,9 @@ def test_rows_match_mujoco(seed: int) -> None:
     assert np.all(d.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY)
     np.testing.assert_array_equal(constraint.layout(sys).eq.row_eq, d.efc_id)
     np.testing.assert_allclose(np.asarray(rows.J), d.efc_J.reshape(ne, m.nv), atol=2e-6)
+    support = constraint.row_dofs(sys)  # static: every entry the rows can reach, and only those
+    assert not np.any((np.asarray(rows.J) != 0) & ~support)
+    assert support.sum() < support.size
     np.testing.assert_allclose(np.asarray(eq.pos), d.efc_pos, atol=1e-6)
     np.testing.assert_allclose(np.asarray(rows.R), d.efc_R, rtol=2e-5)
     np.testing.assert_allclose(np.asarray(rows.D), d.efc_D, rtol=2e-5)

@@ -125,8 +125,14 @@ def solver_config(sys: System) -> solver.Config:
         tolerance=o.tolerance, warmstart=not o.disableflags & mjtDisableBit.mjDSBL_WARMSTART,
         is_eq=tuple(bool(b) for b in lay.is_eq) if lay.neq else (),
         cones=lay.cones, ls_iterations=o.ls_iterations, ls_tolerance=o.ls_tolerance,
-        compact=lay.compact_groups,
+        compact=lay.compact_groups, row_dof=_row_dof(sys),
     )
+
+
+def _row_dof(sys: System) -> tuple[int, ...]:
+    """Per row: its only dof, or -1 (`solver.Config.row_dof`)."""
+    support = constraint.row_dofs(sys)
+    return tuple(int(d) if n == 1 else -1 for d, n in zip(support.argmax(1), support.sum(1), strict=True))
 
 
 def _mujoco_contact_order(sys: System) -> np.ndarray:

@@ -74,6 +74,10 @@ class Config(NamedTuple):
     """Groups of interchangeable row units that are often inactive (contacts, limits): each group a
     tuple of units of one size, a unit the rows of one elliptic cone (in `cones`) or one scalar
     unilateral row. The solve runs on the active units only when they fit a budget (`_Compaction`)."""
+    row_dof: tuple[int, ...] | None = None
+    """Per row: the one dof its Jacobian can reach (a hinge or slide joint's limit or friction loss),
+    or -1 for rows reaching several; None: unknown. Single-dof rows add to the Hessian's diagonal
+    only, so it sums outer products over the others alone."""
 
 
 class Problem(NamedTuple):
@@ -236,7 +240,19 @@ def constraint_force(cfg: Config, p: Problem, qacc: jax.Array) -> jax.Array:
 _HESSIAN_ELEMENTWISE_MAX = 1 << 16
 
 
-def _hessian(p: Problem, quad: jax.Array) -> jax.Array:
+def _runs(idx: np.ndarray) -> list[tuple[int, int]]:
+    """[start, stop) of the runs of consecutive values in static increasing `idx`."""
+    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
+    return [(int(r[0]), int(r[-1]) + 1) for r in np.split(idx, breaks)]
+
+
+def _take(x: jax.Array, idx: np.ndarray) -> jax.Array:
+    """x[idx] for static increasing `idx`, as slices of its runs (a gather did not fuse)."""
+    parts = [x[a:b] for a, b in _runs(idx)]
+    return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
+
+
+def _hessian(cfg: Config, p: Problem, quad: jax.Array) -> jax.Array:
     """(nv, nv) H = M + Jᵀ diag(D on quadratic rows) J."""
     w = jnp.where(quad, p.D, 0.0)
     nefc, nv = p.J.shape
@@ -245,8 +261,20 @@ def _hessian(p: Problem, quad: jax.Array) -> jax.Array:
     # A sum of weighted row outer products fuses into one kernel; under vmap the dot form is a
     # batched dot of tiny matrices, which XLA's CPU backend runs matrix by matrix, one call each.
     # Plain float32 products: no reduced-precision matmul either.
-    jw = p.J * w[:, None]
-    return p.M + jnp.sum(jw[:, :, None] * p.J[:, None, :], axis=0)
+    one = np.asarray(cfg.row_dof if cfg.row_dof is not None else [-1] * nefc)
+    if not (one >= 0).any():
+        jw = p.J * w[:, None]
+        return p.M + jnp.sum(jw[:, :, None] * p.J[:, None, :], axis=0)
+    # a row with one dof adds w J² to that dof's diagonal entry (its other entries are zero)
+    single = _take(p.J, np.flatnonzero(one >= 0))
+    diag = jnp.sum(_take(w, np.flatnonzero(one >= 0))[:, None] * single * single, axis=0)
+    hess = p.M + jnp.diag(diag)
+    if (one < 0).any():
+        several = np.flatnonzero(one < 0)
+        jm = _take(p.J, several)
+        jw = jm * _take(w, several)[:, None]
+        hess = hess + jnp.sum(jw[:, :, None] * jm[:, None, :], axis=0)
+    return hess
 
 
 class _Eval(NamedTuple):
@@ -506,7 +534,7 @@ def _running(cfg: Config, s: _Iterate) -> jax.Array:
 
 def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     """One Newton iteration: direction from the Hessian, exact line search, stopping tests."""
-    hess = _hessian(p, s.ev.quad)
+    hess = _hessian(cfg, p, s.ev.quad)
     if cfg.cones:
         hess = hess + _cone_hessian(cfg, p, s.jar)
     d = -linalg.spd_solve(hess, s.ev.grad)
@@ -703,7 +731,10 @@ def _compaction(cfg: Config) -> _Compaction | None:
         configs.append(cfg._replace(
             is_floss=tuple(bool(f) for f in is_floss[head]) + (False,) * (n - len(head)),
             is_eq=tuple(bool(e) for e in is_eq[head]) + (False,) * (n - len(head)) if cfg.is_eq else (),
-            cones=tuple(cones), compact=()))
+            cones=tuple(cones), compact=(),
+            # the units' rows change from step to step: they count as reaching several dofs
+            row_dof=None if cfg.row_dof is None else
+            tuple(cfg.row_dof[int(r)] for r in head) + (-1,) * (n - len(head))))
     return _Compaction(head, units, budgets, tuple(configs))
 
 
@@ -786,7 +817,7 @@ def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array],
     x, p, x_warm = res
     jar = _mv(p.J, x) - p.aref
     _, _, quad = row_terms(cfg, p, jar)
-    hess = _hessian(p, quad)
+    hess = _hessian(cfg, p, quad)
     if cfg.cones:
         hess = hess + _cone_hessian(cfg, p, jar)
     w = linalg.spd_solve(hess, xbar)

@@ -184,3 +184,40 @@ def test_line_search_table_and_sorted_kinks_agree() -> None:
     np.testing.assert_allclose(a2, a1, rtol=1e-4, atol=1e-6)
     scale = np.abs(c) + 1.0
     assert np.all(c <= lo + 1e-5 * scale) and np.all(c <= hi + 1e-5 * scale)
+
+
+def test_hessian_of_single_dof_rows_matches_the_dense_sum() -> None:
+    """Rows that reach one dof (`Config.row_dof`) go to the diagonal: H = M + Jᵀ diag(D on quadratic
+    rows) J as the dense sum, alone and under vmap, whichever rows are single."""
+    p = _problems(3, seed=4)
+    rng = np.random.default_rng(5)
+    dofs = rng.integers(0, NV, size=NEFC)
+    single = np.arange(NEFC) % 3 != 1  # runs of single-dof rows between rows with several
+    j = np.where(single[None, :, None], np.eye(NV)[dofs][None] * np.asarray(p.J), np.asarray(p.J))
+    p = p._replace(J=jnp.asarray(j, jnp.float32))
+    quad = jnp.asarray(rng.uniform(size=(3, NEFC)) < 0.7)
+    row_dof = tuple(int(d) if s else -1 for d, s in zip(dofs, single, strict=True))
+    cfg = _cfg()._replace(row_dof=row_dof)
+    w = np.where(np.asarray(quad), np.asarray(p.D), 0.0)
+    want = np.asarray(p.M) + np.einsum("bri,br,brj->bij", j, w, j)
+    got = np.asarray(jax.jit(jax.vmap(lambda q, u: solver._hessian(cfg, q, u)))(p, quad))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    one = jax.tree.map(lambda a: a[0], p)
+    np.testing.assert_allclose(np.asarray(solver._hessian(cfg, one, quad[0])), want[0], rtol=1e-5, atol=1e-4)
+    every = cfg._replace(row_dof=tuple(int(d) for d in dofs))  # all single: the diagonal alone
+    jd = np.eye(NV)[dofs] * np.asarray(one.J)
+    diag_only = solver._hessian(every, one._replace(J=jnp.asarray(jd, jnp.float32)), quad[0])
+    np.testing.assert_allclose(np.asarray(diag_only), np.asarray(one.M) + jd.T @ (w[0][:, None] * jd),
+                               rtol=1e-5, atol=1e-4)
+
+
+def test_compact_configs_keep_the_head_rows_dofs() -> None:
+    """Compacted problems take their units' rows per step: those count as several dofs, the head's
+    rows keep theirs."""
+    nefc = 80  # 2 head rows, 78 compactable scalar units
+    cfg = solver.Config(is_floss=(False,) * nefc, iterations=10, tolerance=1e-8, warmstart=True,
+                        compact=(tuple((r,) for r in range(2, nefc)),), row_dof=(3, -1) + (5,) * (nefc - 2))
+    plan = solver._compaction(cfg)
+    assert plan is not None
+    for c in plan.configs:
+        assert c.row_dof == (3, -1) + (-1,) * (len(c.is_floss) - 2)

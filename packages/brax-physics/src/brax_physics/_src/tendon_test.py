@@ -315,6 +315,7 @@ def test_constraint_rows_match_mujoco() -> None:
         act = np.asarray(rows.active)
         np.testing.assert_array_equal(kinds[act], d.efc_type)
         np.testing.assert_allclose(np.asarray(rows.J)[act], d.efc_J.reshape(d.nefc, m.nv), atol=2e-5)
+        assert not np.any((np.asarray(rows.J) != 0) & ~constraint.row_dofs(sys))  # the static support holds
         np.testing.assert_allclose(np.asarray(rows.R)[act], d.efc_R, rtol=2e-4)
         np.testing.assert_allclose(np.asarray(rows.floss)[act], d.efc_frictionloss, rtol=1e-6)
         atol = 1e-3 * np.max(np.abs(d.efc_aref))
