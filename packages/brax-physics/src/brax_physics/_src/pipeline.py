@@ -1,15 +1,16 @@
 """The generalized-coordinates pipeline: `init`, `step`, `forward_kinematics`.
 
-Stage order follows MuJoCo's mj_forward: position (kinematics, com quantities, CRB mass matrix and
-its factor, collision), velocity (com velocities, passive forces, RNE bias), actuation, smooth
+Stage order follows MuJoCo's mj_forward: position (kinematics, com quantities, CRB mass matrix,
+collision), velocity (com velocities, passive forces, RNE bias), actuation, smooth
 acceleration, constraints (rows for friction loss, joint limits and contacts, then the Newton
 solver). Position-stage results (collision included) are stored in `State` for the state's own `q`,
 so `step` computes them once per step, at the end, for the new positions (and the next `step`
 reuses them).
 
 Every stage runs under a `jax.named_scope` named after MuJoCo's function for it (`fwd_position`
-with `kinematics`, `com_pos`, `crb`, `collision`, `factor_m`; `fwd_velocity` with `com_vel`,
-`rne`, `passive`; `fwd_actuation`; `fwd_acceleration`; `fwd_constraint` with `make_constraint`,
+with `kinematics`, `com_pos`, `crb`, `collision`; `fwd_velocity` with `com_vel`, `rne`,
+`passive`; `fwd_actuation`; `fwd_acceleration` with `factor_m` (the mass matrix is factored where
+it is used, not stored in `State`); `fwd_constraint` with `make_constraint`,
 `solve`, `constraint_force`; `sensor_pos`, `sensor_vel`, `sensor_acc`; `integrate`), so profiles
 and HLO dumps read like the pipeline.
 
@@ -55,7 +56,6 @@ class _Position(NamedTuple):
     cinert: jax.Array
     cdof: jax.Array
     mass_matrix: jax.Array
-    mass_matrix_factor: jax.Array
     contact: Contact
     ten_length: jax.Array
     ten_J: jax.Array  # noqa: N815 (MuJoCo's name)
@@ -100,20 +100,17 @@ def _position(sys: System, q: jax.Array, mocap: _Mocap | None = None) -> _Positi
                 m = m + tendon.armature(sys, ten_J)
         with jax.named_scope("collision"):
             con = collide(sys, fr.geom_xpos, fr.geom_xmat)
-        with jax.named_scope("factor_m"):
-            factor = dynamics.factor(m)
         with jax.named_scope("transmission"):
             trn = transmission.transmission(sys, fr, q, cd, sub, ten_length, ten_J)
-    return _Position(fr, sub, cin, cd, m, factor, con, ten_length, ten_J, trn.length, trn.moment)
+    return _Position(fr, sub, cin, cd, m, con, ten_length, ten_J, trn.length, trn.moment)
 
 
 def _state_position(state: State) -> _Position:
     """The position stage stored in `state` (for its own q)."""
     fr = kinematics.Frames(state.x.pos, state.x.rot, state.xanchor, state.xaxis, state.xipos, state.ximat,
                            state.geom_xpos, state.geom_xmat)
-    return _Position(fr, state.subtree_com, state.cinert, state.cdof, state.mass_matrix,
-                     state.mass_matrix_factor, state.contact, state.ten_length, state.ten_J,
-                     state.actuator_length, state.actuator_moment)
+    return _Position(fr, state.subtree_com, state.cinert, state.cdof, state.mass_matrix, state.contact,
+                     state.ten_length, state.ten_J, state.actuator_length, state.actuator_moment)
 
 
 def solver_config(sys: System) -> solver.Config:
@@ -206,8 +203,12 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
         trn = transmission.Transmission(pos.actuator_length, pos.actuator_moment)
         actu = dynamics.actuation(sys, trn, qd, ctrl, act)
     with jax.named_scope("fwd_acceleration"):
+        with jax.named_scope("factor_m"):
+            # factored where it is used, not stored with the position stage: a state that carries
+            # M and its factor holds two (nv, nv) matrices per env between steps
+            factor = dynamics.factor(pos.mass_matrix)
         qfrc_smooth = pas - bias + actu.qfrc
-        qacc_smooth = dynamics.solve(pos.mass_matrix, pos.mass_matrix_factor, qfrc_smooth)
+        qacc_smooth = dynamics.solve(pos.mass_matrix, factor, qfrc_smooth)
     if constraint.layout(sys).nefc == 0:
         zero = jnp.zeros(0, qd.dtype)
         return _Acceleration(actu, ten_velocity, cvel, cdof_dot, bias, pas, qacc_smooth, qacc_smooth, zero,
@@ -232,11 +233,11 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
             qfrc_constraint = com.mm(rows.J.T, efc_force)
         if sys.opt.noslip_iterations:
             with jax.named_scope("noslip"):
-                efc_force = noslip.forces(noslip_config(sys), prob, pos.mass_matrix_factor, rows.active,
+                efc_force = noslip.forces(noslip_config(sys), prob, factor, rows.active,
                                           efc_force, sys.opt.noslip_tolerance)
                 # MuJoCo's dualFinish: the acceleration of the new forces
                 qfrc_constraint = com.mm(rows.J.T, efc_force)
-                qacc = qacc_smooth + dynamics.solve(pos.mass_matrix, pos.mass_matrix_factor, qfrc_constraint)
+                qacc = qacc_smooth + dynamics.solve(pos.mass_matrix, factor, qfrc_constraint)
     return _Acceleration(actu, ten_velocity, cvel, cdof_dot, bias, pas, qacc_smooth, qacc, efc_force,
                          qfrc_constraint)
 
@@ -261,8 +262,8 @@ def _make_state(sys: System, q: jax.Array, qd: jax.Array, mocap: _Mocap, act: ja
         actuator_moment=pos.actuator_moment, actuator_velocity=actuator_velocity,
         xanchor=fr.xanchor, xaxis=fr.xaxis, xipos=fr.xipos, ximat=fr.ximat, geom_xpos=fr.geom_xpos,
         geom_xmat=fr.geom_xmat, subtree_com=pos.subtree_com, cinert=pos.cinert, cdof=pos.cdof,
-        mass_matrix=pos.mass_matrix, mass_matrix_factor=pos.mass_matrix_factor,
-        actuator_force=acc.act.force, qfrc_bias=acc.qfrc_bias, qfrc_passive=acc.qfrc_passive,
+        mass_matrix=pos.mass_matrix, actuator_force=acc.act.force, qfrc_bias=acc.qfrc_bias,
+        qfrc_passive=acc.qfrc_passive,
         qfrc_actuator=acc.act.qfrc, qacc_smooth=acc.qacc_smooth, qacc=acc.qacc,
         contact=contact, efc_force=acc.efc_force, qfrc_constraint=acc.qfrc_constraint,
         qacc_warmstart=acc.qacc, sensordata=sensordata, eq_active=eq_active,

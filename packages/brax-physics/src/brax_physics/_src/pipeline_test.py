@@ -189,7 +189,7 @@ def test_rk4_quaternion_trajectory() -> None:
 # Every stage's `jax.named_scope` (nested ones as paths), as MuJoCo names the stage.
 _STAGE_SCOPES = (
     "fwd_position/kinematics", "fwd_position/com_pos", "fwd_position/crb", "fwd_position/collision",
-    "fwd_position/factor_m", "fwd_velocity/com_vel", "fwd_velocity/rne", "fwd_velocity/passive",
+    "fwd_acceleration/factor_m", "fwd_velocity/com_vel", "fwd_velocity/rne", "fwd_velocity/passive",
     "fwd_actuation", "fwd_acceleration", "fwd_constraint/make_constraint", "fwd_constraint/solve",
     "fwd_constraint/constraint_force", "integrate", "body_velocity", "contact_force",
 )

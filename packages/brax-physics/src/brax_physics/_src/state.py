@@ -8,6 +8,7 @@ from typing import Any
 import jax
 from brax_math import Motion, Transform
 
+from brax_physics._src import linalg
 from brax_physics._src.collision.contact import Contact
 
 
@@ -16,7 +17,7 @@ from brax_physics._src.collision.contact import Contact
 class State:
     """Dynamic state of a `System` (all leaves).
 
-    Position-stage fields (`x`, `xanchor` ... `mass_matrix_factor`, `ten_length`, `ten_J`,
+    Position-stage fields (`x`, `xanchor` ... `mass_matrix`, `ten_length`, `ten_J`,
     `actuator_length`, `actuator_moment`), `xd` and `actuator_velocity` always describe the current
     `q`/`qd`, and `act` is the current activation. Force and acceleration fields (`qfrc_*`,
     `actuator_force`, `act_dot`, `qacc*`, `ctrl`), `ten_velocity` and `sensordata` describe the
@@ -73,8 +74,6 @@ class State:
     """(nv, 6) com-based motion axis of each dof [angular; linear]."""
     mass_matrix: jax.Array
     """(nv, nv) joint-space inertia including armature."""
-    mass_matrix_factor: jax.Array
-    """(nv, nv) lower Cholesky factor L of `mass_matrix` (L Lᵀ = M); no gradient (use `mass_matrix`)."""
     actuator_force: jax.Array
     """(nu,) actuator forces after forcerange clamping."""
     qfrc_bias: jax.Array
@@ -119,3 +118,9 @@ class State:
     def replace(self, **changes: Any) -> State:
         """Copy with the given fields replaced."""
         return dataclasses.replace(self, **changes)
+
+    @property
+    def mass_matrix_factor(self) -> jax.Array:
+        """(nv, nv) lower Cholesky factor L of `mass_matrix` (L Lᵀ = M), factored on each access (the
+        state does not carry it); no gradient (use `mass_matrix`)."""
+        return linalg.cholesky(self.mass_matrix)
