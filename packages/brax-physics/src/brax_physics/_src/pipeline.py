@@ -44,7 +44,7 @@ from brax_physics._src import (
     tendon,
     transmission,
 )
-from brax_physics._src.collision.contact import Contact, collide
+from brax_physics._src.collision.contact import Contact, collide, with_parameters
 from brax_physics._src.state import State
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
@@ -403,7 +403,11 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     act0 = _checked("step", "state.act", state.act, (sys.na,), "sys.na", v0.dtype)
     mocap = _Mocap(state.mocap_pos, state.mocap_quat)
     # the user may have moved the mocap bodies since the state's position stage was computed
-    pos0 = _position(sys, q0, mocap) if sys.nmocap else _state_position(state)
+    if sys.nmocap:
+        pos0 = _position(sys, q0, mocap)
+    else:  # the contacts' model parameters from the model, so the step needs only their geometry
+        pos0 = _state_position(state)
+        pos0 = pos0._replace(contact=with_parameters(sys, pos0.contact))
     eq_active = state.eq_active
     if eq_active.shape != (sys.neq,):
         raise ValueError(f"brax_physics.step: state.eq_active has shape {eq_active.shape}, expected "

@@ -204,3 +204,25 @@ def test_stages_are_named_in_the_lowered_step() -> None:
     paths = set(re.findall(r'loc\("jit\(step\)/([^"]*)"', lowered.as_text(debug_info=True)))
     missing = [s for s in _STAGE_SCOPES if not any(p.startswith(s + "/") for p in paths)]
     assert not missing, missing
+
+
+def test_step_takes_contact_parameters_from_the_system_not_the_state() -> None:
+    """The contacts' friction, solref, solimp and margin come from `sys` at every step: a state whose
+    copies of them are stale steps as the fresh one does, and a change to `sys` acts at once."""
+    import dataclasses
+
+    sys = bp.load_mjcf(tm.CONTACT_SCENE)
+    step = jax.jit(bp.step)
+    state = bp.init(sys)
+    act = jnp.zeros(sys.nu, jnp.float32)
+    for _ in range(20):  # settle into contact
+        state = step(sys, state, act)
+    assert bool(np.any(np.asarray(state.contact.active)))
+    fields = ("includemargin", "friction", "solref", "solreffriction", "solimp")
+    stale = state.replace(contact=dataclasses.replace(
+        state.contact, **{f: jnp.zeros_like(getattr(state.contact, f)) for f in fields}))
+    want, got = step(sys, state, act), step(sys, stale, act)
+    np.testing.assert_array_equal(np.asarray(got.qacc), np.asarray(want.qacc))
+    np.testing.assert_array_equal(np.asarray(got.efc_force), np.asarray(want.efc_force))
+    slippery = sys.replace(geom_friction=sys.geom_friction * 0.01)
+    assert not np.allclose(np.asarray(step(slippery, state, act).efc_force), np.asarray(want.efc_force))

@@ -164,6 +164,24 @@ def _convex_search(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, dete
     return {gi: tuple(x[end - g.npair:end] for x in found) for (gi, g), end in zip(chosen, ends, strict=True)}
 
 
+def _slot_parameters(g: PairGroup, prm: _PairParams) -> dict[str, jax.Array]:
+    """The position-independent `Contact` fields of a group's slots (each pair's, repeated per slot)."""
+    slot = np.repeat(np.arange(g.npair), g.ncon_per_pair)
+    return {"includemargin": prm.margin[slot], "friction": prm.friction[slot], "solref": prm.solref[slot],
+            "solreffriction": prm.solreffriction[slot], "solimp": prm.solimp[slot]}
+
+
+def with_parameters(sys: System, contact: Contact) -> Contact:
+    """`contact` with the fields `collide` takes from the model rather than the positions
+    (`includemargin`, `friction`, `solref`, `solreffriction`, `solimp`) computed again from `sys`'s
+    leaves: a step that reads them so does not need them carried in its state."""
+    groups = sys.contact_pairs.groups
+    if not groups:
+        return contact
+    parts = [_slot_parameters(g, _mix(sys, g)) for g in groups]
+    return dataclasses.replace(contact, **{k: jnp.concatenate([p[k] for p in parts]) for k in parts[0]})
+
+
 def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
     """Contacts of all candidate pairs of `sys`: one vmapped collider call per pair type.
 
@@ -230,11 +248,7 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
             "frame": frame.reshape(n, 3, 3),
             "geom1": rep(g.geom1),
             "geom2": rep(g.geom2),
-            "includemargin": prm.margin[slot],
-            "friction": prm.friction[slot],
-            "solref": prm.solref[slot],
-            "solreffriction": prm.solreffriction[slot],
-            "solimp": prm.solimp[slot],
+            **_slot_parameters(g, prm),
             "dim": rep(g.condim),
             "active": (dist < prm.margin[slot]) & ~skip[slot],
         })

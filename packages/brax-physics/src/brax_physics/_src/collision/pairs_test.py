@@ -240,3 +240,26 @@ def test_driver_shapes_order_and_randomized_sizes() -> None:
     sphere_floor = np.asarray(c.dist[:, 0])
     np.testing.assert_allclose(sphere_floor, [0.09 - 0.1, 0.09 - 0.05, 0.09 - 0.12], atol=1e-6)
     np.testing.assert_array_equal(np.asarray(c.geom1[0, :3]), [0, 0, 0])
+
+
+def test_with_parameters_recomputes_what_collide_takes_from_the_model() -> None:
+    """`with_parameters` gives back collide's model fields (mixed geom pairs and explicit <pair>s,
+    randomized leaves) from a contact set that has lost them."""
+    import dataclasses
+
+    from brax_physics._src import kinematics
+    from brax_physics._src.collision.contact import with_parameters
+
+    p = _perturbed(_model(), 0)
+    base = ot.system_of(_model())
+    sys = base.replace(**{f: jnp.asarray(np.asarray(getattr(p, f)), jnp.float32) for f in _MIXED_FIELDS})
+    fr = kinematics.kinematics(sys, jnp.asarray(p.qpos0, jnp.float32))
+    contact = collide(sys, fr.geom_xpos, fr.geom_xmat)
+    fields = ("includemargin", "friction", "solref", "solreffriction", "solimp")
+    lost = dataclasses.replace(contact, **{f: jnp.full_like(getattr(contact, f), -7.0) for f in fields})
+    again = with_parameters(sys, lost)
+    for f in fields:
+        np.testing.assert_array_equal(np.asarray(getattr(again, f)), np.asarray(getattr(contact, f)),
+                                      err_msg=f)
+    assert len(np.unique(np.asarray(contact.friction)[:, 0])) > 2  # pairs mixed differently
+    np.testing.assert_array_equal(np.asarray(again.dist), np.asarray(contact.dist))  # geometry kept
