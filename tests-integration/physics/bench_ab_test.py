@@ -20,6 +20,9 @@ def test_ab_times_both_values_and_restores_the_setting(capsys: pytest.CaptureFix
     assert all(r["compile_s"] > 0 and r["us_per_step"] > 0 for r in out["runs"])
     a, b = (r["us_per_step"] for r in out["runs"])
     assert out["b_over_a"] == pytest.approx(b / a, rel=0.01)
+    fa, fb = (r["min_us_per_step"] for r in out["runs"])
+    assert 0 < fa <= a and 0 < fb <= b  # the fastest run is no slower than the median
+    assert out["b_over_a_min"] == pytest.approx(fb / fa, rel=0.01)
     assert out["max_abs_dq"] == 0.0  # the slot count never changes results
     with pytest.raises(SystemExit, match="has no attribute 'NOPE'"):
         ab.run("reacher", 2, "brax_physics._src.solver:NOPE", [1, 2], steps=1, rounds=1)

@@ -12,7 +12,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from brax_math import com_inertia, inertia_mul, motion_cross, quat_to_mat, rotation_motion
 from jax import custom_batching
 from jax.custom_derivatives import SymbolicZero
@@ -32,10 +31,6 @@ _HI = jax.lax.Precision.HIGHEST
 # faster); from it on the dot's blocked kernel wins, hence the static switch (measurements in
 # CHANGELOG.md).
 _DOT_MIN_WORK = 4096
-# From this many dofs `mass_matrix` computes its upper triangle by a second product: XLA's CPU
-# backend mirrors a batch of lower triangles in a scalar loop that outgrows the product (faster for
-# the humanoid, nv = 23; slower for the ant, nv = 14; measurements in CHANGELOG.md).
-MIRROR_DOT_MIN_NV = 20
 
 
 def _use_dot(batch: int, a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> bool:
@@ -161,14 +156,8 @@ def mass_matrix(sys: System, cinert_: jax.Array, cdof_: jax.Array) -> jax.Array:
     crb = mm(jnp.asarray(st.subtree), cinert_)  # composite inertia of each subtree (same frame)
     f = inertia_mul(crb[st.dof_body], cdof_)  # (nv, 6) crb_body(i) · cdof_i
     # M[i, j] = cdof_j · crb_body(i) · cdof_i for j an ancestor of i (or i); zero across branches
-    if sys.nv >= MIRROR_DOT_MIN_NV:
-        # the upper triangle as a second product, cdof · fᵀ, rather than the lower one's transpose
-        upper = st.dof_anc.T & ~np.eye(sys.nv, dtype=bool)
-        m = (jnp.where(jnp.asarray(st.dof_anc), mm(f, cdof_.T), 0.0)
-             + jnp.where(jnp.asarray(upper), mm(cdof_, f.T), 0.0))
-    else:
-        low = jnp.where(jnp.asarray(st.dof_anc), mm(f, cdof_.T), 0.0)
-        m = low + low.T - jnp.diag(jnp.diag(low))
+    low = jnp.where(jnp.asarray(st.dof_anc), mm(f, cdof_.T), 0.0)
+    m = low + low.T - jnp.diag(jnp.diag(low))
     armature = sys.dof_armature
     from_actuators = inherited(sys, sys.actuator_armature)
     if from_actuators is not None:
