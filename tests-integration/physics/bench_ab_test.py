@@ -38,3 +38,16 @@ def test_ab_sets_several_settings_together() -> None:
     assert [r["value"] for r in out["runs"]] == ["(16, 128)", "(4, 2)"]
     with pytest.raises(SystemExit, match="2 settings take tuples of 2 values each"):
         ab.run("reacher", 2, setting, [16, 24], steps=1, rounds=1)
+
+
+def test_ab_times_more_than_two_values_against_the_first() -> None:
+    out = ab.run("reacher", 2, "brax_physics._src.solver:QUEUE_SLOT_FRACTION", [4, 8, 16], steps=2, rounds=2)
+    assert [r["value"] for r in out["runs"]] == ["4", "8", "16"]
+    first = out["runs"][0]["min_us_per_step"]
+    assert out["runs"][0]["over_a_min"] == 1.0
+    for r in out["runs"]:
+        assert r["over_a_min"] == pytest.approx(r["min_us_per_step"] / first, rel=0.01)
+    assert out["max_abs_dq"] == 0.0
+    with pytest.raises(SystemExit):
+        ab.main(["--model", "reacher", "--batch", "2", "--setting",
+                 "brax_physics._src.solver:QUEUE_SLOT_FRACTION", "--values", "4"])

@@ -8,7 +8,8 @@ within minutes on a shared CPU) hits both alike. Prints one JSON line: per value
 seconds and the median and fastest microseconds per physics step, and `b_over_a` and
 `b_over_a_min`, the second value's step time over the first's by each. On a shared machine whose
 speed changes in bursts the medians of two identical programs can differ by 5-10%; the fastest
-runs agree within about 1%, so judge changes of a few percent by `b_over_a_min`. The two
+runs agree within about 1%, so judge changes of a few percent by `b_over_a_min`. More than two
+values are timed the same way, each run's `over_a_min` its fastest time over the first value's. The two
 compiles run in the order given; the first compile of a process carries one-time setup, so
 compare compile seconds only with the order also reversed. Several settings that only make sense
 together go comma-separated, each value then a tuple with one entry per setting:
@@ -74,7 +75,7 @@ def _targets(setting: str, values: list[Any]) -> list[tuple[Any, str, list[Any]]
 
 def run(model: str, batch: int, setting: str, values: list[Any], steps: int, rounds: int) -> dict[str, Any]:
     """The A/B of `setting` ("module:ATTRIBUTE", or several comma-separated with tuple values) at
-    `values` (two) on `model` with `batch` envs."""
+    `values` (two or more; ratios are against the first) on `model` with `batch` envs."""
     import brax_physics as bp
 
     targets = _targets(setting, values)
@@ -105,11 +106,11 @@ def run(model: str, batch: int, setting: str, values: list[Any], steps: int, rou
     return {
         "model": model, "batch": batch, "setting": setting, "steps": steps, "rounds": rounds,
         "runs": [{"value": repr(v), "compile_s": round(c, 2), "us_per_step": round(u, 1),
-                  "min_us_per_step": round(f, 1)}
+                  "min_us_per_step": round(f, 1), "over_a_min": round(f / fastest[0], 3)}
                  for v, c, u, f in zip(values, compile_s, per_step, fastest, strict=True)],
         "b_over_a": round(per_step[1] / per_step[0], 3),
         "b_over_a_min": round(fastest[1] / fastest[0], 3),
-        "max_abs_dq": float(np.max(np.abs(qs[1] - qs[0]))),
+        "max_abs_dq": max(float(np.max(np.abs(q - qs[0]))) for q in qs[1:]),
     }
 
 
@@ -121,11 +122,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--setting", required=True,
                    help="module:ATTRIBUTE, e.g. brax_physics._src.solver:QUEUE_MIN_BATCH; several: "
                         "comma-separated")
-    p.add_argument("--values", nargs=2, required=True,
-                   help="two Python literals (A then B); tuples, one entry per setting, for several")
+    p.add_argument("--values", nargs="+", required=True,
+                   help="two or more Python literals (A, B, ...); tuples, one entry per setting, for several")
     p.add_argument("--steps", type=int, default=60, help="physics steps per timed rollout")
     p.add_argument("--rounds", type=int, default=7, help="alternating timed runs of each")
     a = p.parse_args(argv)
+    if len(a.values) < 2:
+        p.error("--values: give at least two values (A, B, ...)")
     values = [ast.literal_eval(v) for v in a.values]
     print(json.dumps(run(a.model, a.batch, a.setting, values, a.steps, a.rounds)), flush=True)
 
