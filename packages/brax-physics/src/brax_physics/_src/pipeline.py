@@ -394,6 +394,10 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     the previous `q`/`qd` (for RK4: of the first stage).
     Mocap bodies sit at `state.mocap_pos`/`mocap_quat` throughout the step (set them beforehand with
     `state.replace`, as MuJoCo's d.mocap_pos before mj_step); the state returned carries them on.
+    The position stage at `state.q` (frames, mass matrix, contacts' geometry) is the one stored in
+    `state`, computed with the `System` the previous step (or `init`) was given; the contacts' model
+    parameters come from `sys`. After changing other model leaves mid-episode (masses, body poses,
+    geom sizes), `init(sys, state.q, state.qd)` recomputes it, or the change acts one step later.
     """
     h = sys.opt.timestep
     q0, v0 = state.q, state.qd
