@@ -397,8 +397,9 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     The position stage at `state.q` (frames, mass matrix, contacts' geometry) is the one stored in
     `state`, computed with the `System` the previous step (or `init`) was given; the contacts' model
     parameters come from `sys`. After changing other model leaves mid-episode (masses, body poses,
-    geom sizes), the change acts one step later, unless the state is rebuilt with `init(sys, state.q,
-    state.qd, activation=state.act)` (which also restarts `time` and the solver's warm start).
+    geom sizes), the change acts fully from the next step on, unless the state is rebuilt with
+    `init(sys, state.q, state.qd, activation=state.act)` (which also restarts `time` and the solver's
+    warm start).
     """
     h = sys.opt.timestep
     q0, v0 = state.q, state.qd
