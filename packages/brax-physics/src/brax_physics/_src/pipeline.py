@@ -129,7 +129,10 @@ def solver_config(sys: System) -> solver.Config:
 def _row_dof(sys: System) -> tuple[int, ...]:
     """Per row: its only dof, or -1 (`solver.Config.row_dof`)."""
     support = constraint.row_dofs(sys)
-    return tuple(int(d) if n == 1 else -1 for d, n in zip(support.argmax(1), support.sum(1), strict=True))
+    count = support.sum(1)
+    if not sys.nv:  # rows of a model without dofs (an explicit <pair> of world geoms) reach none
+        return (-1,) * len(count)
+    return tuple(int(d) if n == 1 else -1 for d, n in zip(support.argmax(1), count, strict=True))
 
 
 def _mujoco_contact_order(sys: System) -> np.ndarray:

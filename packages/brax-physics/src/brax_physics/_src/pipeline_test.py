@@ -226,3 +226,16 @@ def test_step_takes_contact_parameters_from_the_system_not_the_state() -> None:
     np.testing.assert_array_equal(np.asarray(got.efc_force), np.asarray(want.efc_force))
     slippery = sys.replace(geom_friction=sys.geom_friction * 0.01)
     assert not np.allclose(np.asarray(step(slippery, state, act).efc_force), np.asarray(want.efc_force))
+
+
+def test_model_without_dofs_steps_with_its_contact_rows() -> None:
+    """An explicit <pair> of two world geoms gives contact rows that reach no dof: the step still
+    builds its solver settings (no dof to put on the Hessian's diagonal) and runs."""
+    sys = bp.load_mjcf("""<mujoco><worldbody><geom name="a" type="plane" size="1 1 .1"/>
+      <geom name="b" type="sphere" size=".1" pos="0 0 .05"/></worldbody>
+      <contact><pair geom1="a" geom2="b"/></contact></mujoco>""")
+    assert sys.nv == 0
+    state = jax.jit(bp.step)(sys, bp.init(sys), jnp.zeros(0, jnp.float32))
+    assert state.q.shape == (0,)
+    assert state.efc_force.shape == (4,)  # one condim-3 contact: four pyramid edges
+    assert float(state.time) == pytest.approx(sys.opt.timestep)
