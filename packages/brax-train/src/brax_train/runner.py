@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import pathlib
+import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -410,6 +411,32 @@ def _chunk_fn(run: _Run) -> Callable[..., tuple[Any, brax_envs.State, dict[str, 
     return jax.jit(chunk, static_argnames=("length",), donate_argnums=donate)
 
 
+def _compile_ahead(run: _Run, chunk_fn: Any, length: int) -> threading.Thread:
+    """Compile `chunk_fn`'s first call on a worker thread (the caller evaluates meanwhile; join it).
+
+    XLA's compiler releases the GIL, so the chunk compiles while this thread traces, compiles and
+    runs the initial evaluation: its program is the largest of a run, with its own copy of the
+    physics step. The compiled program lands in `jax.jit`'s cache, where the first chunk's call
+    finds it. The worker enters the run's matmul precision as `run` does (a thread-local setting that
+    is part of that cache's key). A failure here is left to the real call to raise, where it happens
+    without the worker. A daemon thread: an interrupted run does not wait for it to exit.
+    """
+    repl = NamedSharding(run.mesh, P())
+    args = (run.state, run.env_state, run.train_key, jax.device_put(UInt64.from_int(run.index), repl))
+    precision = run.c.matmul_precision
+
+    def work() -> None:
+        try:
+            with jax.default_matmul_precision(precision):
+                chunk_fn.lower(*args, length=length).compile()
+        except Exception:  # the first chunk's own call compiles again and raises
+            logger.debug("compiling the first chunk ahead failed", exc_info=True)
+
+    thread = threading.Thread(target=work, name="brax_train_compile", daemon=True)
+    thread.start()
+    return thread
+
+
 def _evaluator(run: _Run, environment: brax_envs.Env) -> acting.Evaluator | None:
     c = run.c
     if not (c.num_evals > 0 and c.run_evals and distributed.is_primary()):
@@ -610,10 +637,15 @@ def _loop(run: _Run, host: _Host) -> dict[str, float]:
     chunk_fn = _chunk_fn(run)
     repl = NamedSharding(run.mesh, P())
     metrics: dict[str, float] = {}
+    ahead = None
     if c.num_evals > 1 and host.evaluator is not None:
+        if not clock.finished(run):
+            ahead = _compile_ahead(run, chunk_fn, clock.chunk)
         metrics = host.evaluate(run.step, {})
         host.report(run.step, metrics)
     host.policy_params(run.step)
+    if ahead is not None:
+        ahead.join()
     window, training_metrics, walltime, first_chunk = _Window(), {}, 0.0, True
     while not clock.finished(run):
         t0 = time.perf_counter()

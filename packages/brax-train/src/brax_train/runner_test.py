@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import pathlib
+import threading
 from typing import Any
 
 import brax_envs
@@ -71,6 +72,23 @@ def test_schedule_and_reports() -> None:
     evals = [m for _, m in reports if "eval/episode_reward" in m]
     assert len(evals) == 3
     assert all("training/reward" in m and np.isfinite(m["training/reward"]) for _, m in reports[1:])
+
+
+def test_first_chunk_compiles_on_a_worker_during_the_initial_evaluation() -> None:
+    """The training chunk compiles once, on the compile-ahead thread; its calls find it in jit's cache."""
+    compiles: list[tuple[str, str]] = []
+
+    def listen(event: str, duration_secs: float, **kw: str | int) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append((str(kw.get("fun_name")), threading.current_thread().name))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        _run(num_timesteps=8 * PER_UPDATE, num_evals=3)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    chunk = [thread for name, thread in compiles if name == "jit(chunk)"]
+    assert len(chunk) == 1 and chunk[0].startswith("brax_train_compile"), compiles
 
 
 def test_nonfinite_code_stops_training_naming_step_and_quantity() -> None:
