@@ -304,6 +304,8 @@ class _Run:
     index: int = 0  # of the next training step (its randomness and resets are keyed by it)
     last_checkpoint: str | None = None
     observation_size: brax_envs.ObservationSize = 0
+    chunk_fn: Any = None  # the jitted chunk of training steps (`_chunk_fn`), one per run: its cache
+    ahead: threading.Thread | None = None  # compiling the first chunk (`_compile_ahead`), or None
 
     def reset(self, index: int) -> None:
         """Full reset of every training environment, keyed by training-step index."""
@@ -328,10 +330,23 @@ def _setup(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> _Run:
         env = per_device(env, state_shape, c.num_envs, mesh)
     env_shardings = _env_shardings(state_shape, c.num_envs, mesh)
     reset_fn = jax.jit(env.reset, out_shardings=env_shardings)
-    env_state = reset_fn(jax.device_put(reset_keys, NamedSharding(mesh, P(AXIS))))
     one_obs = jax.eval_shape(lambda obs: jax.tree.map(lambda x: x[0], obs), state_shape.obs)
     obs_size = brax_envs.observation_size_of(one_obs)
     agent = make_agent(Setup(env, obs_size, state_shape, mesh, env_shardings))
+    agent_state = agent.init(keys.agent)
+    chunk_fn = _chunk_fn(mesh, agent.update, env_shardings)
+    ahead = None
+    if c.restore_checkpoint_path is None and c.num_timesteps > 0:
+        # A fresh run's first chunk is known from shapes alone: compile it while the reset compiles.
+        repl = NamedSharding(mesh, P())
+        abstract = (
+            _abstract(agent_state, repl),
+            jax.tree.map(_abstract, state_shape, env_shardings),
+            _abstract(keys.train, repl),
+            jax.device_put(UInt64.from_int(0), repl),
+        )
+        ahead = _compile_ahead(c, chunk_fn, abstract, _first_chunk(c, agent, 0))
+    env_state = reset_fn(jax.device_put(reset_keys, NamedSharding(mesh, P(AXIS))))
     run = _Run(
         c,
         devices,
@@ -341,10 +356,12 @@ def _setup(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> _Run:
         env_shardings,
         reset_fn,
         agent,
-        agent.init(keys.agent),
+        agent_state,
         env_state,
         keys.train,
         observation_size=obs_size,
+        chunk_fn=chunk_fn,
+        ahead=ahead,
     )
     if c.restore_checkpoint_path is not None:
         _restore(run)
@@ -385,10 +402,10 @@ def _restore(run: _Run) -> None:
     logger.info("resuming from %s at env step %d", step_dir, run.step)
 
 
-def _chunk_fn(run: _Run) -> Callable[..., tuple[Any, brax_envs.State, dict[str, jax.Array]]]:
-    """The jitted scan of `length` training steps starting at index `first`."""
-    repl = NamedSharding(run.mesh, P())
-    update, env_shardings = run.agent.update, run.env_shardings
+def _chunk_fn(mesh: Mesh, update: Callable[..., Any],
+              env_shardings: Any) -> Callable[..., tuple[Any, brax_envs.State, dict[str, jax.Array]]]:
+    """The jitted scan of `length` training steps of `update` starting at index `first`."""
+    repl = NamedSharding(mesh, P())
 
     def chunk(
         s: Any, env_state: brax_envs.State, key_base: PRNGKey, first: UInt64, length: int
@@ -411,19 +428,35 @@ def _chunk_fn(run: _Run) -> Callable[..., tuple[Any, brax_envs.State, dict[str, 
     return jax.jit(chunk, static_argnames=("length",), donate_argnums=donate)
 
 
-def _compile_ahead(run: _Run, chunk_fn: Any, length: int) -> threading.Thread:
-    """Compile `chunk_fn`'s first call on a worker thread (the caller evaluates meanwhile; join it).
+def _abstract(x: Any, sharding: Any) -> Any:
+    """`x` (a pytree of arrays or shape structs) as shape structs placed by `sharding`."""
+    def one(a: Any) -> Any:
+        return jax.ShapeDtypeStruct(  # type: ignore[no-untyped-call]
+            a.shape, a.dtype, sharding=sharding, weak_type=a.weak_type
+        )
 
-    XLA's compiler releases the GIL, so the chunk compiles while this thread traces, compiles and
-    runs the initial evaluation: its program is the largest of a run, with its own copy of the
-    physics step. The compiled program lands in `jax.jit`'s cache, where the first chunk's call
-    finds it. The worker enters the run's matmul precision as `run` does (a thread-local setting that
-    is part of that cache's key). A failure here is left to the real call to raise, where it happens
-    without the worker. A daemon thread: an interrupted run does not wait for it to exit.
+    return jax.tree.map(one, x)
+
+
+def _first_chunk(c: Any, agent: Agent[Any, Any], step: int) -> int:
+    """Training steps in the first jitted chunk of a run from env step `step` (the clocks' rule)."""
+    if agent.counts_env_steps:
+        return 1
+    return _Schedule.of(c, step, agent.env_steps_per_update).chunk
+
+
+def _compile_ahead(c: Any, chunk_fn: Any, args: tuple[Any, ...], length: int) -> threading.Thread:
+    """Compile `chunk_fn(*args, length=length)` on a worker thread; join it before that call.
+
+    XLA's compiler releases the GIL, so the chunk, the largest program of a run (with its own copy
+    of the physics step), compiles while this thread traces and compiles the reset and the
+    evaluation and runs them. The program lands in `jax.jit`'s cache, where the chunk's first call
+    finds it; `args` may be shape structs carrying the shardings the real arguments will have. The
+    worker enters the run's matmul precision as `run` does (a thread-local setting that is part of
+    that cache's key). A failure here is left to the real call to raise, where it happens without
+    the worker. A daemon thread: an interrupted run does not wait for it to exit.
     """
-    repl = NamedSharding(run.mesh, P())
-    args = (run.state, run.env_state, run.train_key, jax.device_put(UInt64.from_int(run.index), repl))
-    precision = run.c.matmul_precision
+    precision = c.matmul_precision
 
     def work() -> None:
         try:
@@ -634,13 +667,14 @@ def _loop(run: _Run, host: _Host) -> dict[str, float]:
     """Run the schedule: chunks of training steps, resets, reports, evaluations and checkpoints."""
     c = run.c
     clock = _CountedClock(c, run) if run.agent.counts_env_steps else _FixedClock(c, run)
-    chunk_fn = _chunk_fn(run)
+    chunk_fn = run.chunk_fn
     repl = NamedSharding(run.mesh, P())
     metrics: dict[str, float] = {}
-    ahead = None
+    ahead, run.ahead = run.ahead, None
     if c.num_evals > 1 and host.evaluator is not None:
-        if not clock.finished(run):
-            ahead = _compile_ahead(run, chunk_fn, clock.chunk)
+        if ahead is None and not clock.finished(run):  # a resumed run: compile during the evaluation
+            args = (run.state, run.env_state, run.train_key, jax.device_put(UInt64.from_int(run.index), repl))
+            ahead = _compile_ahead(c, chunk_fn, args, clock.chunk)
         metrics = host.evaluate(run.step, {})
         host.report(run.step, metrics)
     host.policy_params(run.step)

@@ -74,21 +74,28 @@ def test_schedule_and_reports() -> None:
     assert all("training/reward" in m and np.isfinite(m["training/reward"]) for _, m in reports[1:])
 
 
-def test_first_chunk_compiles_on_a_worker_during_the_initial_evaluation() -> None:
-    """The training chunk compiles once, on the compile-ahead thread; its calls find it in jit's cache."""
+def test_first_chunk_compiles_on_a_worker(tmp_path: pathlib.Path) -> None:
+    """The training chunk compiles once, on the compile-ahead thread (from shapes while a fresh run
+    sets up, during the initial evaluation of a resumed one); its calls find it in jit's cache."""
     compiles: list[tuple[str, str]] = []
 
     def listen(event: str, duration_secs: float, **kw: str | int) -> None:
         if event == "/jax/core/compile/backend_compile_duration":
             compiles.append((str(kw.get("fun_name")), threading.current_thread().name))
 
-    jax.monitoring.register_event_duration_secs_listener(listen)
-    try:
-        _run(num_timesteps=8 * PER_UPDATE, num_evals=3)
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listen)
-    chunk = [thread for name, thread in compiles if name == "jit(chunk)"]
-    assert len(chunk) == 1 and chunk[0].startswith("brax_train_compile"), compiles
+    def chunk_compiles(**kw: Any) -> list[str]:
+        compiles.clear()
+        jax.monitoring.register_event_duration_secs_listener(listen)
+        try:
+            _run(num_evals=3, **kw)
+        finally:
+            jax.monitoring.unregister_event_duration_listener(listen)
+        return [thread for name, thread in compiles if name == "jit(chunk)"]
+
+    fresh = chunk_compiles(num_timesteps=4 * PER_UPDATE, save_checkpoint_path=tmp_path)
+    assert fresh == ["brax_train_compile"], compiles
+    resumed = chunk_compiles(num_timesteps=8 * PER_UPDATE, restore_checkpoint_path=tmp_path)
+    assert resumed == ["brax_train_compile"], compiles
 
 
 def test_nonfinite_code_stops_training_naming_step_and_quantity() -> None:
