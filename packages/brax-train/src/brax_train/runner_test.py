@@ -87,15 +87,17 @@ def test_first_chunk_compiles_on_a_worker(tmp_path: pathlib.Path) -> None:
         compiles.clear()
         jax.monitoring.register_event_duration_secs_listener(listen)
         try:
-            _run(num_evals=3, **kw)
+            _run(**kw)
         finally:
             jax.monitoring.unregister_event_duration_listener(listen)
         return [thread for name, thread in compiles if name == "jit(chunk)"]
 
-    fresh = chunk_compiles(num_timesteps=4 * PER_UPDATE, save_checkpoint_path=tmp_path)
+    fresh = chunk_compiles(num_timesteps=4 * PER_UPDATE, num_evals=3, save_checkpoint_path=tmp_path)
     assert fresh == ["brax_train_compile"], compiles
-    resumed = chunk_compiles(num_timesteps=8 * PER_UPDATE, restore_checkpoint_path=tmp_path)
+    resumed = chunk_compiles(num_timesteps=8 * PER_UPDATE, num_evals=3, restore_checkpoint_path=tmp_path)
     assert resumed == ["brax_train_compile"], compiles
+    # without an initial evaluation, a fresh run's chunk still compiles on the worker, beside the reset
+    assert chunk_compiles(num_timesteps=2 * PER_UPDATE, num_evals=0) == ["brax_train_compile"], compiles
 
 
 def test_nonfinite_code_stops_training_naming_step_and_quantity() -> None:
