@@ -333,7 +333,8 @@ def _setup(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> _Run:
     one_obs = jax.eval_shape(lambda obs: jax.tree.map(lambda x: x[0], obs), state_shape.obs)
     obs_size = brax_envs.observation_size_of(one_obs)
     agent = make_agent(Setup(env, obs_size, state_shape, mesh, env_shardings))
-    agent_state = agent.init(keys.agent)
+    # one program: op by op, a network's initializers compile a dozen small XLA programs
+    agent_state = jax.jit(agent.init)(keys.agent)
     chunk_fn = _chunk_fn(mesh, agent.update, env_shardings)
     ahead = None
     if c.restore_checkpoint_path is None and c.num_timesteps > 0:
