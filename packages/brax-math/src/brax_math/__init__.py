@@ -34,6 +34,7 @@ from brax_math.spatial import (
     rotation_motion,
     spatial_force,
 )
+from brax_math.vector import cross
 
 try:
     __version__ = version("brax-math")
@@ -47,6 +48,7 @@ __all__ = [
     "all_finite",
     "axis_angle_to_quat",
     "com_inertia",
+    "cross",
     "euler_to_quat",
     "force_cross",
     "inertia_mul",

@@ -11,19 +11,9 @@ import jax
 import jax.numpy as jnp
 
 from brax_math.safe import normalize, safe_norm
+from brax_math.vector import _match_batch, cross
 
 _AXIS_INDEX = {"x": 0, "y": 1, "z": 2}
-
-
-def _match_batch(a: jax.Array, a_rank: int, b: jax.Array, b_rank: int) -> tuple[jax.Array, jax.Array]:
-    """Broadcast the leading (batch) axes of `a` and `b` explicitly.
-
-    Explicit so that a single rotation can be applied to a batch even under
-    `jax_numpy_rank_promotion="raise"`, which forbids implicit rank broadcasting.
-    """
-    batch = jnp.broadcast_shapes(a.shape[: a.ndim - a_rank], b.shape[: b.ndim - b_rank])
-    return (jnp.broadcast_to(a, batch + a.shape[a.ndim - a_rank :]),
-            jnp.broadcast_to(b, batch + b.shape[b.ndim - b_rank :]))
 
 
 def quat_identity(shape: tuple[int, ...] = (), dtype: jnp.dtype | None = None) -> jax.Array:
@@ -74,8 +64,8 @@ def rotate(vec: jax.Array, quat: jax.Array) -> jax.Array:
     w = quat[..., :1]
     r = quat[..., 1:]
     # v' = v + 2w (r x v) + 2 r x (r x v): cheaper than forming the matrix or two products.
-    t = 2.0 * jnp.cross(r, vec)
-    return vec + w * t + jnp.cross(r, t)
+    t = 2.0 * cross(r, vec)
+    return vec + w * t + cross(r, t)
 
 
 def inv_rotate(vec: jax.Array, quat: jax.Array) -> jax.Array:

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from brax_math.quaternion import inv_rotate, quat_conj, quat_identity, quat_mul, rotate
+from brax_math.vector import cross
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -44,14 +45,14 @@ def motion_cross(v: jax.Array, m: jax.Array) -> jax.Array:
     """(..., 6) motion cross product `v ×ₘ m` = [ω×ω'; ω×v' + v×ω'] of motions v, m (..., 6)."""
     w, vl = v[..., :3], v[..., 3:]
     uw, ul = m[..., :3], m[..., 3:]
-    return jnp.concatenate([jnp.cross(w, uw), jnp.cross(w, ul) + jnp.cross(vl, uw)], axis=-1)
+    return jnp.concatenate([cross(w, uw), cross(w, ul) + cross(vl, uw)], axis=-1)
 
 
 def force_cross(v: jax.Array, f: jax.Array) -> jax.Array:
     """(..., 6) force cross product `v ×* f` = [ω×τ + v×f; ω×f] of a motion v and a force f (..., 6)."""
     w, vl = v[..., :3], v[..., 3:]
     t, fl = f[..., :3], f[..., 3:]
-    return jnp.concatenate([jnp.cross(w, t) + jnp.cross(vl, fl), jnp.cross(w, fl)], axis=-1)
+    return jnp.concatenate([cross(w, t) + cross(vl, fl), cross(w, fl)], axis=-1)
 
 
 def inertia_mul(inert: jax.Array, v: jax.Array) -> jax.Array:
@@ -67,7 +68,7 @@ def inertia_mul(inert: jax.Array, v: jax.Array) -> jax.Array:
         ],
         axis=-1,
     )
-    return jnp.concatenate([iw + jnp.cross(h, vl), m * vl - jnp.cross(h, w)], axis=-1)
+    return jnp.concatenate([iw + cross(h, vl), m * vl - cross(h, w)], axis=-1)
 
 
 def com_inertia(mass: jax.Array, inertia: jax.Array, rot: jax.Array, offset: jax.Array) -> jax.Array:
@@ -93,17 +94,17 @@ def rotation_motion(axis: jax.Array, offset: jax.Array) -> jax.Array:
 
     r = `offset` (..., 3) is the reference point relative to any point on the axis (`mju_dofCom`).
     """
-    return jnp.concatenate([axis, jnp.cross(axis, offset)], axis=-1)
+    return jnp.concatenate([axis, cross(axis, offset)], axis=-1)
 
 
 def point_velocity(m: jax.Array, offset: jax.Array) -> jax.Array:
     """(..., 3) velocity v + ω × r of the body-fixed point at r = `offset` (..., 3) in motion m (..., 6)."""
-    return m[..., 3:] + jnp.cross(m[..., :3], offset)
+    return m[..., 3:] + cross(m[..., :3], offset)
 
 
 def spatial_force(torque: jax.Array, force: jax.Array, point: jax.Array) -> jax.Array:
     """(..., 6) force [τ + p × f; f] of torque τ and force f (..., 3) acting at p = `point` (..., 3)."""
-    return jnp.concatenate([torque + jnp.cross(point, force), force], axis=-1)
+    return jnp.concatenate([torque + cross(point, force), force], axis=-1)
 
 
 @jax.tree_util.register_dataclass

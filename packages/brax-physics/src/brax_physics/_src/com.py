@@ -17,7 +17,7 @@ from jax import custom_batching
 from jax.custom_derivatives import SymbolicZero
 from mujoco import mjtJoint
 
-from brax_physics._src.kinematics import Frames
+from brax_physics._src.kinematics import Frames, _assemble
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 from brax_physics._src.transmission import inherited
@@ -118,18 +118,18 @@ def cdof(sys: System, fr: Frames, com: jax.Array) -> jax.Array:
     """(nv, 6) com-based motion axis of every dof."""
     st = structure(sys)
     dtype = fr.xpos.dtype
-    out = jnp.zeros((sys.nv, 6), dtype)
     c = com[st.root]  # per body
+    parts, dofs = [], []
 
     for t in (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE):
         js = st.jnt_of_type[t]
         if js.size:
             a = fr.xaxis[js]
             if t == mjtJoint.mjJNT_HINGE:
-                val = rotation_motion(a, c[st.jnt_body[js]] - fr.xanchor[js])
+                parts.append(rotation_motion(a, c[st.jnt_body[js]] - fr.xanchor[js]))
             else:
-                val = jnp.concatenate([jnp.zeros_like(a), a], axis=-1)
-            out = out.at[st.jnt_dofs[t]].set(val)
+                parts.append(jnp.concatenate([jnp.zeros_like(a), a], axis=-1))
+            dofs.append(st.jnt_dofs[t])
 
     for t in (mjtJoint.mjJNT_BALL, mjtJoint.mjJNT_FREE):
         js = st.jnt_of_type[t]
@@ -139,15 +139,18 @@ def cdof(sys: System, fr: Frames, com: jax.Array) -> jax.Array:
         # rotational dofs turn about the body's current local axes (columns of xmat)
         axes = jnp.swapaxes(quat_to_mat(fr.xquat[b]), -1, -2)  # (n, k, xyz)
         off = (c[b] - fr.xanchor[js])[:, None, :]
-        rot = rotation_motion(axes, jnp.broadcast_to(off, axes.shape))
-        dofs = st.jnt_dofs[t]
-        if t == mjtJoint.mjJNT_BALL:
-            out = out.at[dofs].set(rot)
-        else:
+        rot = rotation_motion(axes, jnp.broadcast_to(off, axes.shape)).reshape(-1, 6)
+        d = st.jnt_dofs[t]
+        if t == mjtJoint.mjJNT_FREE:
             eye = jnp.broadcast_to(jnp.eye(3, dtype=dtype), (js.size, 3, 3))
-            trans = jnp.concatenate([jnp.zeros_like(eye), eye], axis=-1)
-            out = out.at[dofs[:, :3]].set(trans).at[dofs[:, 3:]].set(rot)
-    return out
+            parts.append(jnp.concatenate([jnp.zeros_like(eye), eye], axis=-1).reshape(-1, 6))
+            dofs.append(d[:, :3].reshape(-1))
+            d = d[:, 3:]
+        parts.append(rot)
+        dofs.append(d.reshape(-1))
+    if not parts:
+        return jnp.zeros((sys.nv, 6), dtype)
+    return _assemble(parts, dofs, sys.nv)
 
 
 def mass_matrix(sys: System, cinert_: jax.Array, cdof_: jax.Array) -> jax.Array:

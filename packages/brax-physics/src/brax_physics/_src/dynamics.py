@@ -7,11 +7,12 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import force_cross, inertia_mul, normalize, quat_log, relative_quat
+from brax_math import cross, force_cross, inertia_mul, normalize, quat_log, relative_quat
 from mujoco import mjtBias, mjtDisableBit, mjtDyn, mjtGain, mjtJoint, mjtTrn
 
 from brax_physics._src import linalg
 from brax_physics._src.com import mm
+from brax_physics._src.kinematics import _assemble
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
@@ -89,7 +90,7 @@ def gravcomp(sys: System, xipos: jax.Array, subtree_com: jax.Array, cdof: jax.Ar
         return jnp.zeros(sys.nv, cdof.dtype)
     force = -(sys.body_mass * sys.body_gravcomp)[:, None] * sys.opt.gravity[None, :]  # (nbody, 3)
     # as a com-frame wrench [torque about the tree's com point; force], summed over each subtree
-    torque = jnp.cross(xipos - subtree_com[st.root], force)
+    torque = cross(xipos - subtree_com[st.root], force)
     wrench = mm(jnp.asarray(st.subtree), jnp.concatenate([torque, force], axis=-1))
     return jnp.sum(cdof * wrench[st.dof_body], axis=-1)
 
@@ -277,7 +278,9 @@ def actuation(sys: System, trn: Transmission, qd: jax.Array, ctrl: jax.Array, ac
         force = jnp.where(flim, jnp.clip(force, rng[:, 0], rng[:, 1]), force)
         clamped = flim & ((force <= rng[:, 0]) | (force >= rng[:, 1]))
         dforce = jnp.where(clamped, 0.0, dforce)
-    if fast:
+    if fast and np.unique(st.act_dof).size == st.act_dof.size:  # one actuator per dof at most
+        qfrc = _assemble([sys.actuator_gear[:, 0] * force], [st.act_dof], sys.nv)
+    elif fast:
         qfrc = jnp.zeros(sys.nv, dtype).at[st.act_dof].add(sys.actuator_gear[:, 0] * force)
     else:
         qfrc = mm(trn.moment.T, force)

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import motion_cross, quat_conj, quat_mul, rotate, safe_norm
+from brax_math import cross, motion_cross, quat_conj, quat_mul, rotate, safe_norm
 from mujoco import mjtDisableBit, mjtEq, mjtJoint, mjtObj
 
 from brax_physics._src import kinematics
@@ -153,7 +153,7 @@ def _point_jacobians(sys: System, cdof: jax.Array, subtree_com: jax.Array, body:
     off = point - subtree_com[st.root[body]]
     mask = jnp.asarray(st.body_dof[body])[:, :, None]  # (n, nv, 1)
     ang = cdof[None, :, :3]
-    jacp = (cdof[None, :, 3:] + jnp.cross(ang, off[:, None, :])) * mask
+    jacp = (cdof[None, :, 3:] + cross(ang, off[:, None, :])) * mask
     jacr = ang * mask
     return jnp.swapaxes(jacp, 1, 2), jnp.swapaxes(jacr, 1, 2)
 
@@ -296,11 +296,11 @@ def jdotv(sys: System, frames: kinematics.Frames, cdof: jax.Array, subtree_com: 
         """(n, 3) translational and rotational J̇·qd of points `p` on `body`."""
         off = p - subtree_com[st.root[body]]
         cv = cvel[body]
-        pvel = cv[:, 3:] + jnp.cross(cv[:, :3], off)
+        pvel = cv[:, 3:] + cross(cv[:, :3], off)
         mask = jnp.asarray(st.body_dof[body])
         acc = mm(mask, vel_dot)  # (n, 6)
         ang = mm(mask, vel)  # (n, 3)
-        return acc[:, 3:] + jnp.cross(acc[:, :3], off) + jnp.cross(ang, pvel), acc[:, :3]
+        return acc[:, 3:] + cross(acc[:, :3], off) + cross(ang, pvel), acc[:, :3]
 
     parts = []
     for eqs, weld in ((lay.connect, False), (lay.weld, True)):
@@ -363,6 +363,6 @@ def cfrc_ext(sys: System, xpos: jax.Array, xquat: jax.Array, subtree_com: jax.Ar
             point = xpos[b] + rotate(local[keep], xquat[b])
             arm = point - subtree_com[root[b]]
             f = force[keep]
-            wrench = jnp.concatenate([torque[keep] + jnp.cross(arm, f), f], axis=-1)
+            wrench = jnp.concatenate([torque[keep] + cross(arm, f), f], axis=-1)
             out = out.at[b].add(sign * wrench)
     return out

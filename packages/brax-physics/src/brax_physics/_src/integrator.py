@@ -8,6 +8,7 @@ from brax_math import quat_integrate
 from mujoco import mjtJoint
 
 from brax_physics._src.dynamics import factor, solve
+from brax_physics._src.kinematics import _assemble, _take
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 
@@ -18,17 +19,20 @@ def integrate_pos(sys: System, q: jax.Array, v: jax.Array, h: jax.Array) -> jax.
     Quaternions (ball, free) turn by the body-local angular velocity: q ⊗ exp(h·ω), normalized.
     """
     st = structure(sys)
-    out = q
+    parts, rows = [], []
     if st.scalar_qpos.size:
-        out = out.at[st.scalar_qpos].add(h * v[st.scalar_dof])
+        parts.append(_take(q, st.scalar_qpos) + h * _take(v, st.scalar_dof))
+        rows.append(st.scalar_qpos)
     if st.jnt_of_type[mjtJoint.mjJNT_BALL].size:
         qa, da = st.jnt_qpos[mjtJoint.mjJNT_BALL], st.jnt_dofs[mjtJoint.mjJNT_BALL]
-        out = out.at[qa].set(quat_integrate(q[qa], v[da], h))
+        parts.append(quat_integrate(q[qa], v[da], h).reshape(-1))
+        rows.append(qa)
     if st.jnt_of_type[mjtJoint.mjJNT_FREE].size:
         qa, da = st.jnt_qpos[mjtJoint.mjJNT_FREE], st.jnt_dofs[mjtJoint.mjJNT_FREE]
-        out = out.at[qa[:, :3]].add(h * v[da[:, :3]])
-        out = out.at[qa[:, 3:]].set(quat_integrate(q[qa[:, 3:]], v[da[:, 3:]], h))
-    return out
+        parts.append((q[qa[:, :3]] + h * v[da[:, :3]]).reshape(-1))
+        parts.append(quat_integrate(q[qa[:, 3:]], v[da[:, 3:]], h).reshape(-1))
+        rows.extend([qa[:, :3], qa[:, 3:]])
+    return _assemble(parts, rows, sys.nq) if parts else q
 
 
 def implicit_velocity(m: jax.Array, qd: jax.Array, qacc: jax.Array, qdv: jax.Array,

@@ -35,6 +35,20 @@ def _take(x: jax.Array, idx: np.ndarray) -> jax.Array:
     return x[idx]
 
 
+def _assemble(parts: list[jax.Array], rows: list[np.ndarray], n: int) -> jax.Array:
+    """(n, ...) array with `parts[i]` at the static rows `rows[i]` and zeros in rows none names.
+
+    One concatenation and one static permutation (`_take`), not scatters: XLA's CPU scatters do
+    not fuse and copy their operand. `rows` must not repeat a row; `parts` share trailing shape.
+    """
+    idx = np.concatenate([np.asarray(r, np.int32).reshape(-1) for r in rows])
+    rest = np.setdiff1d(np.arange(n, dtype=np.int32), idx)
+    if rest.size:  # rows no part names: zeros
+        parts = [*parts, jnp.zeros((rest.size, *parts[0].shape[1:]), parts[0].dtype)]
+        idx = np.concatenate([idx, rest])
+    return _take(jnp.concatenate(parts), np.argsort(idx, kind="stable").astype(np.int32))
+
+
 def _joint_transforms(sys: System, st: Structure, q: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(njnt + 1, 3), (njnt + 1, 4): the motion each joint adds in its body's current frame.
 

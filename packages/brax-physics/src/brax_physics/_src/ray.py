@@ -23,7 +23,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import normalize
+from brax_math import cross, normalize
 from mujoco import mjtGeom
 
 from brax_physics._src.collision import hfield
@@ -220,20 +220,20 @@ def _mesh(tri: jax.Array, p: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Ar
     v0, v1, v2 = tri[None, :, :, 0], tri[None, :, :, 1], tri[None, :, :, 2]  # (1, k, F, 3)
     e1, e2 = v0 - v2, v1 - v2
     vv = jnp.broadcast_to(v[:, :, None, :], jnp.broadcast_shapes(v[:, :, None, :].shape, e2.shape))
-    pvec = jnp.cross(vv, e2)
+    pvec = cross(vv, e2)
     det = _dot(e1, pvec)
     ok = jnp.abs(det) >= MINVAL
     inv = 1.0 / jnp.where(ok, det, 1.0)
     tvec = p[:, :, None, :] - v2
     u = _dot(tvec, pvec) * inv  # weight of v0
-    qvec = jnp.cross(tvec, e1)
+    qvec = cross(tvec, e1)
     w = _dot(vv, qvec) * inv  # weight of v1
     x = _dot(e2, qvec) * inv
     hit = ok & (u >= 0) & (w >= 0) & (u + w <= 1) & (x >= 0)
     x = jnp.where(hit, x, jnp.inf)
     j = jnp.argmin(x, axis=-1)
     best = jnp.take_along_axis(x, j[..., None], axis=-1)[..., 0]
-    nrm = jnp.cross(e1, e2)[0]  # (k, F, 3)
+    nrm = cross(e1, e2)[0]  # (k, F, 3)
     n = nrm[jnp.arange(nrm.shape[0])[None, :], j]
     return jnp.where(jnp.isfinite(best), best, -1.0), n
 

@@ -20,7 +20,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat
+from brax_math import cross, force_cross, inertia_mul, normalize, quat_conj, quat_mul, quat_to_mat
 from mujoco import (
     mjtDataType,
     mjtDisableBit,
@@ -204,7 +204,7 @@ def _object_motion(sys: System, fwd: State, spatial: jax.Array, objtype: np.ndar
     pos, mat = object_frames(sys, fwd, objtype, objid)
     com = fwd.subtree_com[structure(sys).root[body]]
     m = spatial[body]
-    ang, lin = m[:, :3], m[:, 3:] + jnp.cross(m[:, :3], pos - com)
+    ang, lin = m[:, :3], m[:, 3:] + cross(m[:, :3], pos - com)
     if local:
         ang, lin = _mtv(mat, ang), _mtv(mat, lin)
     return ang, lin
@@ -384,7 +384,7 @@ def _subtree_momenta(sys: System, fwd: State, cvel: jax.Array, roots: np.ndarray
     spin = jnp.sum(fwd.ximat * (sys.body_inertia * _mtv(fwd.ximat, ang))[:, None, :], axis=-1)
     dx = fwd.xipos[None, :, :] - fwd.subtree_com[roots][:, None, :]  # (n, nbody, 3)
     dv = lin[None, :, :] - linvel[:, None, :]
-    orbit = mass[None, :, None] * jnp.cross(dx, dv)
+    orbit = mass[None, :, None] * cross(dx, dv)
     angmom = mm(mask, spin) + jnp.sum(mask[:, :, None] * orbit, axis=1)
     return linvel, angmom
 
@@ -421,7 +421,7 @@ def velocity(sys: System, fwd: State, cvel: jax.Array) -> Values:
                 ref_ang, ref_lin = _object_motion(sys, fwd, cvel, reftype, refid, local=False)
                 # relative velocity, with the linear part corrected for the rotating reference frame
                 ang = _mtv(ref_mat, ang - ref_ang)
-                lin = _mtv(ref_mat, lin - ref_lin + jnp.cross(pos - ref_pos, ref_ang))
+                lin = _mtv(ref_mat, lin - ref_lin + cross(pos - ref_pos, ref_ang))
             out[t] = lin if t == _S.mjSENS_FRAMELINVEL else ang
         elif t in (_S.mjSENS_SUBTREELINVEL, _S.mjSENS_SUBTREEANGMOM):
             linvel, angmom = _subtree_momenta(sys, fwd, cvel, objid, angular=t == _S.mjSENS_SUBTREEANGMOM)
@@ -460,7 +460,7 @@ def cfrc_ext(sys: System, fwd: State) -> jax.Array:
             continue
         b = body[keep]
         arm = fwd.subtree_com[root[b]] - con.pos[keep]
-        wrench = jnp.concatenate([torque[keep] - jnp.cross(arm, force[keep]), force[keep]], axis=-1)
+        wrench = jnp.concatenate([torque[keep] - cross(arm, force[keep]), force[keep]], axis=-1)
         out = out.at[b].add(sign * wrench)
     return out
 
@@ -595,7 +595,7 @@ def acceleration(sys: System, fwd: State, cvel: jax.Array, cdof_dot: jax.Array) 
             a_ang, a_lin = _object_motion(sys, fwd, acc, objtype, objid, local)
             v_ang, v_lin = _object_motion(sys, fwd, cvel, objtype, objid, local)
             # mj_objectAcceleration: the Coriolis term of the frame moving with the object
-            lin = a_lin + jnp.cross(v_ang, v_lin)
+            lin = a_lin + cross(v_ang, v_lin)
             out[t] = a_ang if t == _S.mjSENS_FRAMEANGACC else lin
         elif t in (_S.mjSENS_FORCE, _S.mjSENS_TORQUE):
             assert frc is not None
@@ -606,7 +606,7 @@ def acceleration(sys: System, fwd: State, cvel: jax.Array, cdof_dot: jax.Array) 
             if t == _S.mjSENS_FORCE:
                 out[t] = _mtv(mat, f[:, 3:])
             else:
-                out[t] = _mtv(mat, f[:, :3] - jnp.cross(arm, f[:, 3:]))
+                out[t] = _mtv(mat, f[:, :3] - cross(arm, f[:, 3:]))
         elif t == _S.mjSENS_ACTUATORFRC:
             out[t] = fwd.actuator_force[_actuators(sys, ids)][:, None]
         elif t == _S.mjSENS_JOINTACTFRC:

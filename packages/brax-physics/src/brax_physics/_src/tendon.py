@@ -17,7 +17,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import normalize, safe_arccos, safe_norm
+from brax_math import cross, normalize, safe_arccos, safe_norm
 from mujoco import mjtDisableBit, mjtWrap
 
 from brax_physics._src.com import mm
@@ -130,7 +130,7 @@ def _point_jac_dot(sys: System, body: np.ndarray, pos: jax.Array, u: jax.Array, 
     """
     st = structure(sys)
     arm = pos - subtree_com[st.root[body]]
-    w = jnp.concatenate([jnp.cross(arm, u), u], axis=-1)  # (n, 6) [angular; linear] weights
+    w = jnp.concatenate([cross(arm, u), u], axis=-1)  # (n, 6) [angular; linear] weights
     return mm(w, cdof.T) * jnp.asarray(st.body_dof[body])
 
 
@@ -164,11 +164,11 @@ def wrap(x0: jax.Array, x1: jax.Array, xpos: jax.Array, xmat: jax.Array, radius:
     cyl = jnp.asarray(cylinder)[:, None]
     # sphere: axis0 along p0, axis1 in the p0-p1 plane (a fixed fallback when p0 and p1 are parallel)
     a0s = normalize(p0)
-    normal = jnp.cross(p0, p1)
+    normal = cross(p0, p1)
     big = jnp.argmax(jnp.abs(a0s), axis=-1)
     alt = 1.0 - jax.nn.one_hot(big, 3, dtype=p0.dtype)
-    normal = jnp.where((safe_norm(normal) < MINVAL)[:, None], jnp.cross(a0s, alt), normal)
-    a1s = normalize(jnp.cross(normalize(normal), a0s))
+    normal = jnp.where((safe_norm(normal) < MINVAL)[:, None], cross(a0s, alt), normal)
+    a1s = normalize(cross(normalize(normal), a0s))
     ex = jnp.broadcast_to(jnp.asarray([1.0, 0.0, 0.0], p0.dtype), p0.shape)
     ey = jnp.broadcast_to(jnp.asarray([0.0, 1.0, 0.0], p0.dtype), p0.shape)
     a0 = jnp.where(cyl, ex, a0s)
@@ -215,8 +215,8 @@ def wrap(x0: jax.Array, x1: jax.Array, xpos: jax.Array, xmat: jax.Array, radius:
     # arc length (MuJoCo's length_circle): the angle between the tangent points, taken the long way
     # round when the chosen solution's turning direction says so
     angle = safe_arccos(jnp.clip(jnp.sum(normalize(t0) * normalize(t1), -1), -1.0, 1.0))
-    cross = t0[:, 1] * t1[:, 0] - t0[:, 0] * t1[:, 1]
-    flip = ((cross > 0) & ~first) | ((cross < 0) & first)
+    turn = t0[:, 1] * t1[:, 0] - t0[:, 0] * t1[:, 1]
+    flip = ((turn > 0) & ~first) | ((turn < 0) & first)
     wlen = rad * jnp.where(flip, 2 * jnp.pi - angle, angle)
 
     r0 = a0 * t0[:, :1] + a1 * t0[:, 1:]

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import normalize, point_velocity, quat_conj, quat_log, quat_mul, rotate
+from brax_math import cross, normalize, point_velocity, quat_conj, quat_log, quat_mul, rotate
 from mujoco import mjtJoint, mjtTrn
 
 from brax_physics._src.kinematics import Frames, site_frames
@@ -216,7 +216,7 @@ def transmission(sys: System, fr: Frames, q: jax.Array, cdof: jax.Array, subtree
         dlda = vec * c
         sjacp, sjacr = _point_jacobians(sys, cdof, subtree_com, site_body[slider], spos)
         cjacp, _ = _point_jacobians(sys, cdof, subtree_com, site_body[crank], cpos)
-        jac_axis = jnp.cross(sjacr, axis[:, None, :])  # d axis / d q (columns ω × axis)
+        jac_axis = cross(sjacr, axis[:, None, :])  # d axis / d q (columns ω × axis)
         moment = jnp.einsum("nvi,ni->nv", jac_axis, dlda) + jnp.einsum("nvi,ni->nv", cjacp - sjacp, dldv)
         add(a, length * gear[a, 0], moment * gear[a, :1])
     if g.tendon.size:

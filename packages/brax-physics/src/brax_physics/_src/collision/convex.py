@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import safe_norm
+from brax_math import cross, safe_norm
 from mujoco import mjtGeom
 
 from brax_physics._src.collision.primitives import COLLIDERS as PRIMITIVE_COLLIDERS
@@ -126,7 +126,7 @@ _SUBSETS = (
 
 
 def _det3(a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
-    return jnp.dot(a, jnp.cross(b, c))
+    return jnp.dot(a, cross(b, c))
 
 
 def _subset_lambda(w: jax.Array, idx: tuple[int, ...], tiny: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -145,13 +145,13 @@ def _subset_lambda(w: jax.Array, idx: tuple[int, ...], tiny: jax.Array) -> tuple
         return lam.at[idx[0]].set(1 - t).at[idx[1]].set(t), ok & (t > 0) & (t < 1)
     if len(idx) == 3:
         a, b, c = w[idx[0]], w[idx[1]], w[idx[2]]
-        n = jnp.cross(b - a, c - a)
+        n = cross(b - a, c - a)
         nn = jnp.dot(n, n)
         ok = nn > tiny * tiny
         nn = jnp.where(ok, nn, 1.0)
         p = n * (jnp.dot(a, n) / nn)
-        la = jnp.dot(n, jnp.cross(b - p, c - p)) / nn
-        lb = jnp.dot(n, jnp.cross(c - p, a - p)) / nn
+        la = jnp.dot(n, cross(b - p, c - p)) / nn
+        lb = jnp.dot(n, cross(c - p, a - p)) / nn
         lc = 1 - la - lb
         lam = lam.at[idx[0]].set(la).at[idx[1]].set(lb).at[idx[2]].set(lc)
         return lam, ok & (la > 0) & (lb > 0) & (lc > 0)
@@ -297,7 +297,7 @@ def _gjk_intersect(sup: Support, x0: jax.Array, iterations: int, tol: jax.Array,
         dists, normals = [], []
         for i, j, l in faces:
             va, vb, vc = w[p[i]], w[p[j]], w[p[l]]
-            nrm = jnp.cross(vc - va, vb - va)
+            nrm = cross(vc - va, vb - va)
             nn = jnp.dot(nrm, nrm)
             ok = nn > tiny * tiny
             nrm = nrm / jnp.sqrt(jnp.where(ok, nn, 1.0))
@@ -353,14 +353,14 @@ def _epa_start(sup: Support, mode: jax.Array, w: jax.Array, s1: jax.Array, s2: j
     # segment w0 w1: three supports 120 degrees apart around it, a hexahedron
     diff = w[1] - w[0]
     e = jnp.eye(3, dtype=dtype)[jnp.argmin(jnp.abs(diff))]
-    d1 = jnp.cross(e, diff)
+    d1 = cross(e, diff)
     rot = _rot120(diff)
     d2 = rot @ d1
     d3 = rot @ d2
     seg = [sup(unit(d)) for d in (d1, d2, d3)]
     seg_f = jnp.array([[0, 2, 3], [0, 4, 2], [0, 3, 4], [1, 3, 2], [1, 2, 4], [1, 4, 3]], jnp.int32)
     # triangle w0 w1 w2: supports along both normals, a hexahedron
-    n = jnp.cross(w[1] - w[0], w[2] - w[0])
+    n = cross(w[1] - w[0], w[2] - w[0])
     tri = [sup(unit(-n)), sup(unit(n))]  # indices 3 (below) and 4 (above)
     tri_f = jnp.array([[4, 0, 1], [4, 2, 0], [4, 1, 2], [3, 1, 0], [3, 0, 2], [3, 2, 1]], jnp.int32)
 
@@ -410,7 +410,7 @@ def _epa(sup: Support, mode: jax.Array, w: jax.Array, s1: jax.Array, s2: jax.Arr
     def planes(v: jax.Array, faces: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
         """Projections of the origin on the face planes (F, 3), pointing away from the center."""
         a, b, c = v[faces[:, 0]], v[faces[:, 1]], v[faces[:, 2]]
-        n = jnp.cross(b - a, c - a)
+        n = cross(b - a, c - a)
         nn = jnp.sum(n * n, axis=1)
         ok = nn > tiny * tiny
         proj = n * (jnp.sum(n * a, axis=1) / jnp.where(ok, nn, 1.0))[:, None]
@@ -467,11 +467,11 @@ def _epa(sup: Support, mode: jax.Array, w: jax.Array, s1: jax.Array, s2: jax.Arr
             jnp.asarray(jnp.inf, dtype), jnp.zeros(3, jnp.int32), jnp.zeros(3, dtype), mode > 0, nvert)
     _, _, v, v1, v2, _, _, _, tri, p, ok, _ = jax.lax.while_loop(cond, body, init)
     a, b, c = v[tri[0]], v[tri[1]], v[tri[2]]
-    n = jnp.cross(b - a, c - a)
+    n = cross(b - a, c - a)
     nn = jnp.dot(n, n)
     nn = jnp.where(nn > tiny * tiny, nn, 1.0)
-    la = jnp.dot(n, jnp.cross(b - p, c - p)) / nn
-    lb = jnp.dot(n, jnp.cross(c - p, a - p)) / nn
+    la = jnp.dot(n, cross(b - p, c - p)) / nn
+    lb = jnp.dot(n, cross(c - p, a - p)) / nn
     lam = jnp.stack([la, lb, 1 - la - lb])
     return ok, safe_norm(p), lam @ v1[tri], lam @ v2[tri]
 

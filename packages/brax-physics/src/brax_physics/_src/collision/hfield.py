@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+from brax_math import cross
 from mujoco import mjtGeom
 
 from brax_physics._src.collision.convex import (
@@ -358,7 +359,7 @@ def _ray_triangle(v: jax.Array, p: jax.Array, u: jax.Array, b0: jax.Array, b1: j
     det = jnp.where(okd, det, 1.0)
     t0 = (a11 * bb0 - a01 * bb1) / det
     t1 = (-a10 * bb0 + a00 * bb1) / det
-    nrm = jnp.cross(v[..., 0, :] - v[..., 2, :], v[..., 1, :] - v[..., 2, :])
+    nrm = cross(v[..., 0, :] - v[..., 2, :], v[..., 1, :] - v[..., 2, :])
     denom = jnp.sum(u * nrm, -1)
     okn = jnp.abs(denom) >= MINVAL
     x = -jnp.sum((p - v[..., 2, :]) * nrm, -1) / jnp.where(okn, denom, 1.0)
@@ -415,7 +416,7 @@ def ray_local(size: jax.Array, data: jax.Array, adr: int, nrow: int, ncol: int, 
     uu = jnp.sum(u * u, -1, keepdims=True)
     b1 = b0 - u * jnp.sum(u * b0, -1, keepdims=True) / jnp.where(uu > 0, uu, 1.0)
     b1 = b1 / jnp.maximum(jnp.linalg.norm(b1, axis=-1, keepdims=True), MINVAL)
-    b0 = jnp.cross(b1, u)
+    b0 = cross(b1, u)
     b0 = b0 / jnp.maximum(jnp.linalg.norm(b0, axis=-1, keepdims=True), MINVAL)
     # cut the segment at the grid lines; each piece lies over one cell
     dx = 2 * sx / (ncol - 1)

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
-from brax_math import safe_norm
+from brax_math import cross, safe_norm
 from mujoco import mjtGeom
 
 from brax_physics._src.collision import multicontact
@@ -158,8 +158,8 @@ def _plane_tables(m: mujoco.MjModel, i: int, glob: np.ndarray) -> tuple[np.ndarr
             # three vertices spanning the polygon (the farthest pair from the first, then the widest)
             j1 = int(np.argmax(np.linalg.norm(pts - pts[0], axis=1)))
             j2 = int(np.argmax(np.linalg.norm(np.cross(pts[j1] - pts[0], pts - pts[0]), axis=1)))
-            cross = np.cross(pts[j1] - pts[0], pts[j2] - pts[0])
-            if np.dot(cross, normals[pid]) < 0:
+            nrm = np.cross(pts[j1] - pts[0], pts[j2] - pts[0])
+            if np.dot(nrm, normals[pid]) < 0:
                 j1, j2 = j2, j1
             tri[s, j] = [local[rot[0]], local[rot[j1]], local[rot[j2]]]
             pick = sorted(_polygon_quad(pts)) if len(rot) > 4 else list(range(len(rot)))
@@ -282,7 +282,7 @@ def _plane_mesh(pos1: jax.Array, mat1: jax.Array, pos2: jax.Array, mat2: jax.Arr
     # the polygon at the deepest vertex facing the plane most squarely
     t = jnp.maximum(tri[s], 0)
     a, b, c = verts[t[:, 0]], verts[t[:, 1]], verts[t[:, 2]]
-    pn = jnp.cross(b - a, c - a)
+    pn = cross(b - a, c - a)
     norm = safe_norm(pn, axis=-1)
     facing = (pn @ (mat2.T @ n)) / jnp.where(norm > 0, norm, 1.0)
     p = jnp.argmin(jnp.where(tri[s, :, 0] >= 0, facing, jnp.inf))

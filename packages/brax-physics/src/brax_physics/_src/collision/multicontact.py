@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_math import safe_norm
+from brax_math import cross, safe_norm
 from mujoco import mjtGeom
 
 from brax_physics._src.collision.convex import run_masked
@@ -107,7 +107,7 @@ class Features(NamedTuple):
 
 def _newell(vert: jax.Array) -> jax.Array:
     """Outward unit normals (F, 3) of clockwise polygons (F, V, 3) (Newell's method)."""
-    s = jnp.sum(jnp.cross(vert, jnp.roll(vert, -1, axis=1)), axis=1)
+    s = jnp.sum(cross(vert, jnp.roll(vert, -1, axis=1)), axis=1)
     return -s / jnp.maximum(safe_norm(s, axis=-1), 1e-12)[:, None]
 
 
@@ -228,7 +228,7 @@ def polygon_quad(p: jax.Array, n: jax.Array) -> jax.Array:
         return jnp.where(i >= n - 1, 0, i + 1).astype(jnp.int32)
 
     def area(a: jax.Array, b: jax.Array, c: jax.Array, d: jax.Array) -> jax.Array:
-        return 0.5 * safe_norm(jnp.cross(p[c] - p[a], p[d] - p[b]))
+        return 0.5 * safe_norm(cross(p[c] - p[a], p[d] - p[b]))
 
     def cond(s: tuple[jax.Array, ...]) -> jax.Array:
         return s[0] < n
@@ -278,7 +278,7 @@ def clip(f1: jax.Array, k1: jax.Array, n1: jax.Array, f2: jax.Array, k2: jax.Arr
         poly, cnt = c
         a = f1[e]
         b = f1[jnp.where(e + 1 < k1, e + 1, 0)]
-        cr = jnp.cross(b - a, n1)
+        cr = cross(b - a, n1)
         pn = cr / jnp.maximum(safe_norm(cr), 1e-12)
         q = poly[jnp.where(idx < cnt - 1, idx + 1, 0)]
         in1 = (poly - a[None, :]) @ pn > -_MINVAL

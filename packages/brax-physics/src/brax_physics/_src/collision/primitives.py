@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
-from brax_math import safe_norm
+from brax_math import cross, safe_norm
 from mujoco import mjtGeom
 
 # Distance of an empty slot: far beyond any margin, yet finite so that downstream arithmetic
@@ -55,7 +55,7 @@ def make_frame(normal: jax.Array, tangent: jax.Array | None = None) -> jax.Array
     t = tangent - jnp.sum(tangent * normal, axis=-1, keepdims=True) * normal
     ex = jnp.broadcast_to(jnp.array([1.0, 0.0, 0.0], dtype), normal.shape)
     t1, _ = _unit(t, ex)
-    t2 = jnp.cross(normal, t1)
+    t2 = cross(normal, t1)
     return jnp.stack([normal, t1, t2], axis=-2)
 
 
@@ -86,7 +86,7 @@ def _sphere_sphere(
     Coincident centers take the normal z1 x z2 and then (1,0,0), as MuJoCo does.
     """
     ex = jnp.array([1.0, 0.0, 0.0], c1.dtype)
-    fallback, _ = _unit(jnp.cross(z1, z2), ex)
+    fallback, _ = _unit(cross(z1, z2), ex)
     n, cdist = _unit(c2 - c1, fallback)
     dist = cdist - r1 - r2
     pos = c1 + n * (r1 + 0.5 * dist)
@@ -194,7 +194,7 @@ def plane_cylinder(
     a = axis * s
     # Rim direction pointing most against n; arbitrary (local x) when the cylinder stands upright.
     radial, _ = _unit(-(n - jnp.dot(n, a) * a), mat2[:, 0])
-    perp = jnp.cross(a, radial)
+    perp = cross(a, radial)
     cos120, sin120 = -0.5, 0.8660254037844386
     p_low = pos2 + a * h
     pts = jnp.stack([
@@ -298,8 +298,8 @@ def capsule_capsule(
     u = -jnp.dot(a1, dif)
     v = jnp.dot(a2, dif)
     # |a1 x a2|^2 equals ma*mc - mb^2 without float32 cancellation.
-    cross = jnp.cross(a1, a2)
-    det = jnp.dot(cross, cross)
+    c12 = cross(a1, a2)
+    det = jnp.dot(c12, c12)
     ma_safe = jnp.where(ma > 0, ma, jnp.ones_like(ma))
     mc_safe = jnp.where(mc > 0, mc, jnp.ones_like(mc))
     parallel = det < 1e-8 * ma * mc
@@ -498,7 +498,7 @@ def box_box(
     """
     dtype = pos1.dtype
     d = pos2 - pos1
-    edge_axes = jnp.cross(mat1.T[:, None, :], mat2.T[None, :, :]).reshape(9, 3)
+    edge_axes = cross(mat1.T[:, None, :], mat2.T[None, :, :]).reshape(9, 3)
     edge_unit, edge_len = _unit(edge_axes, jnp.zeros(3, dtype))
     axes = jnp.concatenate([mat1.T, mat2.T, edge_unit])  # (15, 3)
     r1 = jnp.abs(axes @ mat1) @ size1

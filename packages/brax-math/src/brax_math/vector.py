@@ -1,0 +1,39 @@
+"""3-vectors: cross products and explicit broadcasting of leading (batch) axes."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.typing import ArrayLike
+
+
+def _match_batch(a: jax.Array, a_rank: int, b: jax.Array, b_rank: int) -> tuple[jax.Array, jax.Array]:
+    """`a` and `b` with their leading (batch) axes broadcast explicitly; the last `a_rank` and
+    `b_rank` axes are each operand's own.
+
+    Explicit so that a single rotation can be applied to a batch even under
+    `jax_numpy_rank_promotion="raise"`, which forbids implicit rank broadcasting.
+    """
+    batch = jnp.broadcast_shapes(a.shape[: a.ndim - a_rank], b.shape[: b.ndim - b_rank])
+    return (jnp.broadcast_to(a, batch + a.shape[a.ndim - a_rank :]),
+            jnp.broadcast_to(b, batch + b.shape[b.ndim - b_rank :]))
+
+
+def cross(a: ArrayLike, b: ArrayLike) -> jax.Array:
+    """Cross products a × b of (..., 3) vectors, their leading axes broadcast against each other.
+
+    The values of `jnp.cross`, component for component, built from slices that keep the last axis
+    and one concatenation along it. `jnp.cross` stacks the components on a new leading axis and
+    moves it last, a transpose that XLA's CPU backend often emits as kernels of their own; these
+    ops fuse with their neighbours, and trace to fewer equations.
+    """
+    x, y = jnp.asarray(a), jnp.asarray(b)
+    if x.shape[-1:] != (3,) or y.shape[-1:] != (3,):
+        raise ValueError(f"cross: operands must be (..., 3) vectors, got shapes {x.shape} and {y.shape}")
+    dtype = jnp.result_type(x, y)
+    x, y = _match_batch(x.astype(dtype), 1, y.astype(dtype), 1)
+    ax = x.ndim - 1
+    a0, a1, a2 = (lax.slice_in_dim(x, i, i + 1, axis=ax) for i in range(3))
+    b0, b1, b2 = (lax.slice_in_dim(y, i, i + 1, axis=ax) for i in range(3))
+    return lax.concatenate([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], ax)
