@@ -147,11 +147,15 @@ def kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
     flat = np.zeros(nbody, np.int32)  # index of a body in the concatenation of all levels
     lev_pos, lev_quat = [jnp.zeros((1, 3), q.dtype)], [quat_identity((1,), q.dtype)]
     offset = 1
+    # the local frames in level order once, so that each level reads a slice
+    by_level = np.concatenate([np.zeros(0, np.int32), *st.levels]).astype(np.int32)
+    lpos_l, lquat_l = _take(lpos, by_level), _take(lquat, by_level)
     for bodies in st.levels:
         p = local[st.parent[bodies]]
         ppos, pquat = _take(lev_pos[-1], p), _take(lev_quat[-1], p)
-        lev_pos.append(ppos + rotate(_take(lpos, bodies), pquat))
-        lev_quat.append(normalize(quat_mul(pquat, _take(lquat, bodies))))
+        at = slice(offset - 1, offset - 1 + bodies.size)
+        lev_pos.append(ppos + rotate(lpos_l[at], pquat))
+        lev_quat.append(normalize(quat_mul(pquat, lquat_l[at])))
         local[bodies] = np.arange(bodies.size)
         flat[bodies] = offset + np.arange(bodies.size)
         offset += bodies.size
