@@ -17,7 +17,7 @@ from jax import custom_batching
 from jax.custom_derivatives import SymbolicZero
 from mujoco import mjtJoint
 
-from brax_physics._src.kinematics import Frames, _assemble
+from brax_physics._src.kinematics import Frames, assemble_rows
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 from brax_physics._src.transmission import inherited
@@ -150,7 +150,7 @@ def cdof(sys: System, fr: Frames, com: jax.Array) -> jax.Array:
         dofs.append(d.reshape(-1))
     if not parts:
         return jnp.zeros((sys.nv, 6), dtype)
-    return _assemble(parts, dofs, sys.nv)
+    return assemble_rows(parts, dofs, sys.nv)
 
 
 def mass_matrix(sys: System, cinert_: jax.Array, cdof_: jax.Array) -> jax.Array:

@@ -12,7 +12,7 @@ from mujoco import mjtBias, mjtDisableBit, mjtDyn, mjtGain, mjtJoint, mjtTrn
 
 from brax_physics._src import linalg
 from brax_physics._src.com import mm
-from brax_physics._src.kinematics import _assemble
+from brax_physics._src.kinematics import assemble_rows
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
@@ -279,7 +279,7 @@ def actuation(sys: System, trn: Transmission, qd: jax.Array, ctrl: jax.Array, ac
         clamped = flim & ((force <= rng[:, 0]) | (force >= rng[:, 1]))
         dforce = jnp.where(clamped, 0.0, dforce)
     if fast and np.unique(st.act_dof).size == st.act_dof.size:  # one actuator per dof at most
-        qfrc = _assemble([sys.actuator_gear[:, 0] * force], [st.act_dof], sys.nv)
+        qfrc = assemble_rows([sys.actuator_gear[:, 0] * force], [st.act_dof], sys.nv)
     elif fast:
         qfrc = jnp.zeros(sys.nv, dtype).at[st.act_dof].add(sys.actuator_gear[:, 0] * force)
     else:

@@ -8,7 +8,7 @@ from brax_math import quat_integrate
 from mujoco import mjtJoint
 
 from brax_physics._src.dynamics import factor, solve
-from brax_physics._src.kinematics import _assemble, _take
+from brax_physics._src.kinematics import assemble_rows, take_rows
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 
@@ -21,7 +21,7 @@ def integrate_pos(sys: System, q: jax.Array, v: jax.Array, h: jax.Array) -> jax.
     st = structure(sys)
     parts, rows = [], []
     if st.scalar_qpos.size:
-        parts.append(_take(q, st.scalar_qpos) + h * _take(v, st.scalar_dof))
+        parts.append(take_rows(q, st.scalar_qpos) + h * take_rows(v, st.scalar_dof))
         rows.append(st.scalar_qpos)
     if st.jnt_of_type[mjtJoint.mjJNT_BALL].size:
         qa, da = st.jnt_qpos[mjtJoint.mjJNT_BALL], st.jnt_dofs[mjtJoint.mjJNT_BALL]
@@ -32,7 +32,7 @@ def integrate_pos(sys: System, q: jax.Array, v: jax.Array, h: jax.Array) -> jax.
         parts.append((q[qa[:, :3]] + h * v[da[:, :3]]).reshape(-1))
         parts.append(quat_integrate(q[qa[:, 3:]], v[da[:, 3:]], h).reshape(-1))
         rows.extend([qa[:, :3], qa[:, 3:]])
-    return _assemble(parts, rows, sys.nq) if parts else q
+    return assemble_rows(parts, rows, sys.nq) if parts else q
 
 
 def implicit_velocity(m: jax.Array, qd: jax.Array, qacc: jax.Array, qdv: jax.Array,

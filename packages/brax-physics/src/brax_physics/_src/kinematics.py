@@ -27,7 +27,7 @@ class Frames(NamedTuple):
     geom_xmat: jax.Array  # (ngeom, 3, 3)
 
 
-def _take(x: jax.Array, idx: np.ndarray) -> jax.Array:
+def take_rows(x: jax.Array, idx: np.ndarray) -> jax.Array:
     """`x[idx]` for static indices: a slice when they are a contiguous run, else one gather."""
     n = idx.shape[0]
     if n and np.array_equal(idx, np.arange(idx[0], idx[0] + n)):
@@ -35,18 +35,20 @@ def _take(x: jax.Array, idx: np.ndarray) -> jax.Array:
     return x[idx]
 
 
-def _assemble(parts: list[jax.Array], rows: list[np.ndarray], n: int) -> jax.Array:
+def assemble_rows(parts: list[jax.Array], rows: list[np.ndarray], n: int) -> jax.Array:
     """(n, ...) array with `parts[i]` at the static rows `rows[i]` and zeros in rows none names.
 
-    One concatenation and one static permutation (`_take`), not scatters: XLA's CPU scatters do
+    One concatenation and one static permutation (`take_rows`), not scatters: XLA's CPU scatters do
     not fuse and copy their operand. `rows` must not repeat a row; `parts` share trailing shape.
     """
     idx = np.concatenate([np.asarray(r, np.int32).reshape(-1) for r in rows])
+    if np.unique(idx).size != idx.size:
+        raise ValueError(f"assemble_rows: rows repeat among {idx.tolist()}")
     rest = np.setdiff1d(np.arange(n, dtype=np.int32), idx)
     if rest.size:  # rows no part names: zeros
         parts = [*parts, jnp.zeros((rest.size, *parts[0].shape[1:]), parts[0].dtype)]
         idx = np.concatenate([idx, rest])
-    return _take(jnp.concatenate(parts), np.argsort(idx, kind="stable").astype(np.int32))
+    return take_rows(jnp.concatenate(parts), np.argsort(idx, kind="stable").astype(np.int32))
 
 
 def _joint_transforms(sys: System, st: Structure, q: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -86,7 +88,7 @@ def _joint_transforms(sys: System, st: Structure, q: jax.Array) -> tuple[jax.Arr
     parts_quat.append(quat_identity((rest.size,), q.dtype))
     order.append(rest)
     perm = np.argsort(np.concatenate(order), kind="stable")
-    return _take(jnp.concatenate(parts_pos), perm), _take(jnp.concatenate(parts_quat), perm)
+    return take_rows(jnp.concatenate(parts_pos), perm), take_rows(jnp.concatenate(parts_quat), perm)
 
 
 def mocap_bodies(sys: System) -> np.ndarray:
@@ -114,12 +116,12 @@ def kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
     lpos, lquat = sys.body_pos, sys.body_quat
     if sys.nmocap:
         mb = mocap_bodies(sys)
-        mpos = _take(sys.body_pos, mb) if mocap_pos is None else mocap_pos
-        mquat = _take(sys.body_quat, mb) if mocap_quat is None else mocap_quat
+        mpos = take_rows(sys.body_pos, mb) if mocap_pos is None else mocap_pos
+        mquat = take_rows(sys.body_quat, mb) if mocap_quat is None else mocap_quat
         pick = np.arange(nbody, dtype=np.int32)
         pick[mb] = nbody + np.arange(sys.nmocap, dtype=np.int32)
-        lpos = _take(jnp.concatenate([lpos, mpos.astype(lpos.dtype)]), pick)
-        lquat = _take(jnp.concatenate([lquat, normalize(mquat.astype(lquat.dtype))]), pick)
+        lpos = take_rows(jnp.concatenate([lpos, mpos.astype(lpos.dtype)]), pick)
+        lquat = take_rows(jnp.concatenate([lquat, normalize(mquat.astype(lquat.dtype))]), pick)
     seen_pos, seen_quat = [], []
     pre_idx = np.full(njnt, len(st.jnt_slots) * nbody, np.int32)  # free joints: identity row
     for k, (bodies, jnts) in enumerate(st.jnt_slots):
@@ -128,18 +130,18 @@ def kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
         pre_idx[jnts] = k * nbody + bodies
         slot = np.full(nbody, njnt, np.int32)
         slot[bodies] = jnts
-        lpos = lpos + rotate(_take(jpos, slot), lquat)
-        lquat = quat_mul(lquat, _take(jquat, slot))
-    pre_pos = _take(jnp.concatenate([*seen_pos, jnp.zeros((1, 3), q.dtype)]), pre_idx)
-    pre_quat = _take(jnp.concatenate([*seen_quat, quat_identity((1,), q.dtype)]), pre_idx)
+        lpos = lpos + rotate(take_rows(jpos, slot), lquat)
+        lquat = quat_mul(lquat, take_rows(jquat, slot))
+    pre_pos = take_rows(jnp.concatenate([*seen_pos, jnp.zeros((1, 3), q.dtype)]), pre_idx)
+    pre_quat = take_rows(jnp.concatenate([*seen_quat, quat_identity((1,), q.dtype)]), pre_idx)
     fb = st.free_bodies
     if fb.size:
         # free joints (children of the world, sole joint of their body) set the pose directly
         fq = q[st.jnt_qpos[mjtJoint.mjJNT_FREE]]
         pick = np.arange(nbody, dtype=np.int32)
         pick[fb] = nbody + np.arange(fb.size, dtype=np.int32)
-        lpos = _take(jnp.concatenate([lpos, fq[:, :3]]), pick)
-        lquat = _take(jnp.concatenate([lquat, normalize(fq[:, 3:])]), pick)
+        lpos = take_rows(jnp.concatenate([lpos, fq[:, :3]]), pick)
+        lquat = take_rows(jnp.concatenate([lquat, normalize(fq[:, 3:])]), pick)
 
     # world frames level by level: a level's parents are all in the previous level, so each level
     # gathers from the one before; one final gather puts bodies in id order
@@ -149,18 +151,18 @@ def kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
     offset = 1
     # the local frames in level order once, so that each level reads a slice
     by_level = np.concatenate([np.zeros(0, np.int32), *st.levels]).astype(np.int32)
-    lpos_l, lquat_l = _take(lpos, by_level), _take(lquat, by_level)
+    lpos_l, lquat_l = take_rows(lpos, by_level), take_rows(lquat, by_level)
     for bodies in st.levels:
         p = local[st.parent[bodies]]
-        ppos, pquat = _take(lev_pos[-1], p), _take(lev_quat[-1], p)
+        ppos, pquat = take_rows(lev_pos[-1], p), take_rows(lev_quat[-1], p)
         at = slice(offset - 1, offset - 1 + bodies.size)
         lev_pos.append(ppos + rotate(lpos_l[at], pquat))
         lev_quat.append(normalize(quat_mul(pquat, lquat_l[at])))
         local[bodies] = np.arange(bodies.size)
         flat[bodies] = offset + np.arange(bodies.size)
         offset += bodies.size
-    xpos = _take(jnp.concatenate(lev_pos), flat)
-    xquat = _take(jnp.concatenate(lev_quat), flat)
+    xpos = take_rows(jnp.concatenate(lev_pos), flat)
+    xquat = take_rows(jnp.concatenate(lev_quat), flat)
 
     # joint frame = parent frame composed with the body-local frame seen by the joint
     jp = st.parent[st.jnt_body]
@@ -169,7 +171,7 @@ def kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
     if fb.size:
         jfree = np.arange(njnt, dtype=np.int32)
         jfree[st.jnt_of_type[mjtJoint.mjJNT_FREE]] = njnt + np.arange(fb.size, dtype=np.int32)
-        xanchor = _take(jnp.concatenate([xanchor, _take(xpos, fb)]), jfree)
+        xanchor = take_rows(jnp.concatenate([xanchor, take_rows(xpos, fb)]), jfree)
 
     # MuJoCo's compiler marks frames that coincide with their body's (or inertial) frame and its
     # kinematics then copies that frame instead of reading pos/quat (mj_local2Global): a change to
