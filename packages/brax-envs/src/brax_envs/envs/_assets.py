@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+from brax_math import cross
 
 
 @functools.cache
@@ -69,7 +70,7 @@ def com_velocity(state: brax_physics.State) -> jax.Array:
     # Every body's tree root is body 1 (one floating tree, as the humanoid); the world's cvel is 0
     # whatever point it is taken at, since its velocities are 0.
     root_com = jnp.broadcast_to(state.subtree_com[1][None, :], state.x.pos.shape)
-    return jnp.concatenate([ang, vel + jnp.cross(ang, root_com - state.x.pos)], axis=-1)
+    return jnp.concatenate([ang, vel + cross(ang, root_com - state.x.pos)], axis=-1)
 
 
 def com_observation(state: brax_physics.State) -> list[jax.Array]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import brax_physics
 import jax
 import jax.numpy as jnp
+from brax_math import cross
 
 from brax_envs.base import PipelineEnv, State
 from brax_envs.envs import _assets
@@ -68,6 +69,6 @@ class Reacher(PipelineEnv):
         theta = ps.q[:2]
         tip = ps.x.pos[_FINGERTIP]
         # the fingertip is rigidly attached to body1: its velocity is body1's at the fingertip point
-        tip_vel = ps.xd.vel[_BODY1] + jnp.cross(ps.xd.ang[_BODY1], tip - ps.x.pos[_BODY1])
+        tip_vel = ps.xd.vel[_BODY1] + cross(ps.xd.ang[_BODY1], tip - ps.x.pos[_BODY1])
         return jnp.concatenate([jnp.cos(theta), jnp.sin(theta), ps.q[2:], tip_vel[:2],
                                 tip - ps.x.pos[_TARGET]])
