@@ -12,11 +12,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from brax_math import com_inertia, inertia_mul, motion_cross, quat_to_mat, rotation_motion
 from jax import custom_batching
 from jax.custom_derivatives import SymbolicZero
 from mujoco import mjtJoint
 
+from brax_physics._src import linalg
 from brax_physics._src.kinematics import Frames, assemble_rows
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
@@ -159,13 +161,13 @@ def mass_matrix(sys: System, cinert_: jax.Array, cdof_: jax.Array) -> jax.Array:
     crb = mm(jnp.asarray(st.subtree), cinert_)  # composite inertia of each subtree (same frame)
     f = inertia_mul(crb[st.dof_body], cdof_)  # (nv, 6) crb_body(i) · cdof_i
     # M[i, j] = cdof_j · crb_body(i) · cdof_i for j an ancestor of i (or i); zero across branches
-    low = jnp.where(jnp.asarray(st.dof_anc), mm(f, cdof_.T), 0.0)
-    m = low + low.T - jnp.diag(jnp.diag(low))
+    prod = mm(f, cdof_.T)
+    strict = jnp.where(jnp.asarray(st.dof_anc & ~np.eye(sys.nv, dtype=bool)), prod, 0.0)
     armature = sys.dof_armature
     from_actuators = inherited(sys, sys.actuator_armature)
     if from_actuators is not None:
         armature = armature + from_actuators
-    return m + jnp.diag(armature)
+    return linalg.add_diagonal(strict + strict.T, linalg.diagonal(prod) + armature)
 
 
 def com_vel(sys: System, cdof_: jax.Array, qd: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 from brax_math import quat_integrate
 from mujoco import mjtJoint
 
+from brax_physics._src import linalg
 from brax_physics._src.dynamics import factor, solve
 from brax_physics._src.kinematics import assemble_rows, take_rows
 from brax_physics._src.structure import structure
@@ -44,7 +45,7 @@ def implicit_velocity(m: jax.Array, qd: jax.Array, qacc: jax.Array, qdv: jax.Arr
     a second solve) and needs only a factor of M̂ = M − h·D.
     """
     full = qdv.ndim == 2
-    m_hat = m - h * (qdv if full else jnp.diag(qdv))
+    m_hat = m - h * qdv if full else linalg.add_diagonal(m, -(h * qdv))
     rhs = jnp.dot(qdv, qacc, precision=jax.lax.Precision.HIGHEST) if full else qdv * qacc
     return qd + h * qacc + (h * h) * solve(m_hat, factor(m_hat), rhs)
 

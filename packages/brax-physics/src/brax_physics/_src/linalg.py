@@ -73,6 +73,32 @@ LOOP_PLATFORMS: tuple[str, ...] = ("cpu",)
 _POOL_MIN_WORK = 200_000
 
 
+def diagonal(m: jax.Array) -> jax.Array:
+    """(..., n) diagonal of (..., n, n) `m`, as a strided slice of the flattened matrix.
+
+    `jnp.diagonal` selects with an (n, n) mask built from iotas; XLA hoists such a loop-invariant
+    mask out of the simulation loop, where it stays allocated for the whole rollout.
+    """
+    n = m.shape[-1]
+    return m.reshape(*m.shape[:-2], n * n)[..., ::n + 1]
+
+
+def add_diagonal(m: jax.Array, d: jax.Array) -> jax.Array:
+    """(..., n, n) `m` + diag(`d`) for `d` (..., n) (same leading axes), without an (n, n) diagonal
+    matrix or mask.
+
+    `d` is spread over the flattened matrix by an interior pad (n zeros between entries), which
+    fuses into the addition; `jnp.diag(d)` of a loop-invariant `d` became a matrix XLA hoisted
+    out of the simulation loop and kept allocated throughout.
+    """
+    n = m.shape[-1]
+    if n == 0:
+        return m
+    zero = jnp.zeros((), d.dtype)
+    spread = jax.lax.pad(d, zero, [(0, 0, 0)] * (d.ndim - 1) + [(0, 0, n)])  # n + (n - 1) n = n²
+    return m + spread.reshape(*d.shape[:-1], n, n)
+
+
 def _factor_columns(a: jax.Array) -> jax.Array:
     """(n, n, B) lower Cholesky factor of a (n, n, B), batch last.
 
@@ -134,7 +160,16 @@ def _batch_front(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> list
 
 
 def _lapack_factor(a: jax.Array) -> jax.Array:
-    low: jax.Array = jsl.cholesky(a, lower=True)
+    """LAPACK's factor of symmetric `a`, its strict upper triangle left as LAPACK leaves it.
+
+    Factors `a`ᵀ: LAPACK takes column-major storage, which is a row-major matrix's transpose, so
+    XLA passes the buffer as it is instead of copying it to a transposed layout (and then keeping
+    the mass matrix in both layouts through the solver's loop). Only the lower triangle is read,
+    of `a`ᵀ here, that is `a`'s upper triangle (the Newton Hessian's two triangles may differ by
+    roundoff). The primitive skips `jax.lax.linalg.cholesky`'s masking of the upper triangle:
+    the triangular solves never read it, and XLA kept the mask allocated for the whole rollout.
+    """
+    low: jax.Array = jax.lax.linalg.cholesky_p.bind(jnp.swapaxes(a, -1, -2))
     return low
 
 
@@ -288,7 +323,8 @@ def spd_solve(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 def cholesky(a: jax.Array) -> jax.Array:
-    """(n, n) lower Cholesky factor of symmetric positive definite a (n, n); carries no gradient."""
+    """(n, n) lower Cholesky factor of symmetric positive definite a (n, n) for `cho_solve`; its strict
+    upper triangle is unspecified (`jnp.tril` it to read the factor as a matrix); carries no gradient."""
     low: jax.Array = _cholesky_p(jax.lax.stop_gradient(a))
     return low
 

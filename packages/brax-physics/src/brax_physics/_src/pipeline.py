@@ -38,6 +38,7 @@ from brax_physics._src import (
     fluid,
     integrator,
     kinematics,
+    linalg,
     noslip,
     sensor,
     solver,
@@ -382,7 +383,7 @@ def _velocity_derivative(sys: System, act: dynamics.Actuation, moment: jax.Array
         ten = tendon.damping_derivative(sys, ten_J)
         full = ten if full is None else full + ten
     if full is not None:
-        return full + jnp.diag(qdv)
+        return linalg.add_diagonal(full, qdv)
     return qdv
 
 

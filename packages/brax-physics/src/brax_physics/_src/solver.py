@@ -268,7 +268,7 @@ def _hessian(cfg: Config, p: Problem, quad: jax.Array) -> jax.Array:
     # a row with one dof adds w J² to that dof's diagonal entry (its other entries are zero)
     single = _take(p.J, np.flatnonzero(one >= 0))
     diag = jnp.sum(_take(w, np.flatnonzero(one >= 0))[:, None] * single * single, axis=0)
-    hess = p.M + jnp.diag(diag)
+    hess = linalg.add_diagonal(p.M, diag)
     if (one < 0).any():
         several = np.flatnonzero(one < 0)
         jm = _take(p.J, several)
@@ -501,7 +501,7 @@ def scale_tol(p: Problem) -> jax.Array:
     # MuJoCo 4.0.0 divides by the diagonal sum of M over an island's dofs (over all dofs with
     # islands disabled); it reads no stat.meaninertia. This solve is one problem over all dofs: the
     # whole trace is MuJoCo's scale when one island spans every dof, or with islands disabled.
-    return jnp.trace(p.M)
+    return jnp.sum(linalg.diagonal(p.M), axis=-1)
 
 
 def _grad_small(cfg: Config, e: _Eval, scale_tol: jax.Array) -> jax.Array:

@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from brax_math import Motion, Transform
 
 from brax_physics._src import linalg
@@ -123,4 +124,4 @@ class State:
     def mass_matrix_factor(self) -> jax.Array:
         """(nv, nv) lower Cholesky factor L of `mass_matrix` (L Lᵀ = M), factored on each access (the
         state does not carry it); no gradient (use `mass_matrix`)."""
-        return linalg.cholesky(self.mass_matrix)
+        return jnp.tril(linalg.cholesky(self.mass_matrix))
