@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from brax_math.safe import normalize, safe_norm
-from brax_math.vector import _match_batch, cross
+from brax_math.vector import _cross_parts, _join, _match_batch, _parts
 
 _AXIS_INDEX = {"x": 0, "y": 1, "z": 2}
 
@@ -61,11 +61,11 @@ def quat_canonical(q: jax.Array) -> jax.Array:
 def rotate(vec: jax.Array, quat: jax.Array) -> jax.Array:
     """Rotate (..., 3) vectors by unit (..., 4) quaternions: local -> world."""
     vec, quat = _match_batch(vec, 1, quat, 1)
-    w = quat[..., :1]
-    r = quat[..., 1:]
     # v' = v + 2w (r x v) + 2 r x (r x v): cheaper than forming the matrix or two products.
-    t = 2.0 * cross(r, vec)
-    return vec + w * t + cross(r, t)
+    v = _parts(vec)
+    w, *r = _parts(quat)
+    t = tuple(2.0 * c for c in _cross_parts(r, v))
+    return _join([vi + w * ti + ui for vi, ti, ui in zip(v, t, _cross_parts(r, t), strict=True)])
 
 
 def inv_rotate(vec: jax.Array, quat: jax.Array) -> jax.Array:

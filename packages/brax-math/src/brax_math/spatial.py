@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from brax_math.quaternion import inv_rotate, quat_conj, quat_identity, quat_mul, rotate
-from brax_math.vector import cross
+from brax_math.vector import _cross_parts, _join, _match_batch, _parts, cross
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -43,32 +43,33 @@ class _Base:
 
 def motion_cross(v: jax.Array, m: jax.Array) -> jax.Array:
     """(..., 6) motion cross product `v ×ₘ m` = [ω×ω'; ω×v' + v×ω'] of motions v, m (..., 6)."""
-    w, vl = v[..., :3], v[..., 3:]
-    uw, ul = m[..., :3], m[..., 3:]
-    return jnp.concatenate([cross(w, uw), cross(w, ul) + cross(vl, uw)], axis=-1)
+    v, m = _match_batch(v, 1, m, 1)
+    vp, mp = _parts(v), _parts(m)
+    w, vl, uw, ul = vp[:3], vp[3:], mp[:3], mp[3:]
+    lin = [a + b for a, b in zip(_cross_parts(w, ul), _cross_parts(vl, uw), strict=True)]
+    return _join([*_cross_parts(w, uw), *lin])
 
 
 def force_cross(v: jax.Array, f: jax.Array) -> jax.Array:
     """(..., 6) force cross product `v ×* f` = [ω×τ + v×f; ω×f] of a motion v and a force f (..., 6)."""
-    w, vl = v[..., :3], v[..., 3:]
-    t, fl = f[..., :3], f[..., 3:]
-    return jnp.concatenate([cross(w, t) + cross(vl, fl), cross(w, fl)], axis=-1)
+    v, f = _match_batch(v, 1, f, 1)
+    vp, fp = _parts(v), _parts(f)
+    w, vl, t, fl = vp[:3], vp[3:], fp[:3], fp[3:]
+    ang = [a + b for a, b in zip(_cross_parts(w, t), _cross_parts(vl, fl), strict=True)]
+    return _join([*ang, *_cross_parts(w, fl)])
 
 
 def inertia_mul(inert: jax.Array, v: jax.Array) -> jax.Array:
     """(..., 6) force I·v: spatial inertias `inert` (..., 10) times motions v (..., 6) (`mju_mulInertVec`)."""
-    i = inert
-    w, vl = v[..., :3], v[..., 3:]
-    h, m = i[..., 6:9], i[..., 9:10]
-    iw = jnp.stack(
-        [
-            i[..., 0] * w[..., 0] + i[..., 3] * w[..., 1] + i[..., 4] * w[..., 2],
-            i[..., 3] * w[..., 0] + i[..., 1] * w[..., 1] + i[..., 5] * w[..., 2],
-            i[..., 4] * w[..., 0] + i[..., 5] * w[..., 1] + i[..., 2] * w[..., 2],
-        ],
-        axis=-1,
-    )
-    return jnp.concatenate([iw + cross(h, vl), m * vl - cross(h, w)], axis=-1)
+    inert, v = _match_batch(inert, 1, v, 1)
+    i, vp = _parts(inert), _parts(v)
+    w, vl, h, m = vp[:3], vp[3:], i[6:9], i[9]
+    iw = (i[0] * w[0] + i[3] * w[1] + i[4] * w[2],
+          i[3] * w[0] + i[1] * w[1] + i[5] * w[2],
+          i[4] * w[0] + i[5] * w[1] + i[2] * w[2])
+    ang = [a + b for a, b in zip(iw, _cross_parts(h, vl), strict=True)]
+    lin = [m * a - b for a, b in zip(vl, _cross_parts(h, w), strict=True)]
+    return _join([*ang, *lin])
 
 
 def com_inertia(mass: jax.Array, inertia: jax.Array, rot: jax.Array, offset: jax.Array) -> jax.Array:

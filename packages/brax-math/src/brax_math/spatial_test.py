@@ -133,6 +133,17 @@ def test_cross_products_match_spatial_matrices(batch: tuple[int, ...]) -> None:
     np.testing.assert_allclose(lhs, rhs, rtol=1e-4, atol=1e-4)
 
 
+def test_spatial_products_broadcast_one_operand_over_a_batch() -> None:
+    """One motion (or inertia) against a batch, and a batch against one: each row as computed alone."""
+    v, m = _f32(_rand(6, (N, 6))), _f32(_rand(7, (N, 6)))
+    inert = _f32(_rand(9, (N, 10)))
+    for fn, a, b in ((bm.motion_cross, v, m), (bm.force_cross, v, m), (bm.inertia_mul, inert, v)):
+        whole = np.asarray(fn(a[0], b))
+        np.testing.assert_array_equal(whole, np.stack([np.asarray(fn(a[0], b[k])) for k in range(N)]))
+        whole = np.asarray(fn(a, b[0]))
+        np.testing.assert_array_equal(whole, np.stack([np.asarray(fn(a[k], b[0])) for k in range(N)]))
+
+
 def _point_body(seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(N, 5) masses and (N, 5, 3) positions (from the reference point) of N rigid point-mass bodies."""
     rng = np.random.default_rng(seed)

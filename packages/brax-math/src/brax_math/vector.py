@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import jax
 import jax.numpy as jnp
 from jax import lax
@@ -33,7 +35,26 @@ def cross(a: ArrayLike, b: ArrayLike) -> jax.Array:
         raise ValueError(f"cross: operands must be (..., 3) vectors, got shapes {x.shape} and {y.shape}")
     dtype = jnp.result_type(x, y)
     x, y = _match_batch(x.astype(dtype), 1, y.astype(dtype), 1)
-    ax = x.ndim - 1
-    a0, a1, a2 = (lax.slice_in_dim(x, i, i + 1, axis=ax) for i in range(3))
-    b0, b1, b2 = (lax.slice_in_dim(y, i, i + 1, axis=ax) for i in range(3))
-    return lax.concatenate([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], ax)
+    return _join(_cross_parts(_parts(x), _parts(y)))
+
+
+def _parts(x: jax.Array) -> tuple[jax.Array, ...]:
+    """The components of `x` along its last axis, each a (..., 1) slice (the axis kept)."""
+    return tuple(lax.slice_in_dim(x, i, i + 1, axis=x.ndim - 1) for i in range(x.shape[-1]))
+
+
+def _cross_parts(a: Sequence[jax.Array], b: Sequence[jax.Array]) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The three components of a × b from the components of a and b (as `_parts` gives them)."""
+    a0, a1, a2 = a
+    b0, b1, b2 = b
+    return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
+
+
+def _join(parts: Sequence[jax.Array]) -> jax.Array:
+    """The vectors whose components are `parts` (..., 1): one concatenation along the last axis.
+
+    Functions built of several cross products compute every component first and join once: a
+    cross product of a concatenated cross product made XLA's CPU backend emit each inner
+    concatenation as a kernel of its own.
+    """
+    return lax.concatenate(list(parts), parts[0].ndim - 1)
