@@ -400,11 +400,20 @@ def contact_jacobian(sys: System, lay: Layout, cdof: jax.Array, subtree_com: jax
     p1, r1 = point_jac(lay.con_body1)
     p2, r2 = point_jac(lay.con_body2)
     frame = contact.frame
-    jt = jnp.einsum("cij,cvj->civ", frame, p2 - p1, precision=_HI)
-    if lay.maxdim <= 3:
-        return jt[:, : lay.maxdim]
-    jr = jnp.einsum("cij,cvj->civ", frame, r2 - r1, precision=_HI)
-    return jnp.concatenate([jt, jr], axis=1)[:, : lay.maxdim]
+
+    def in_frame(v: jax.Array, rows: int) -> list[jax.Array]:
+        # the first `rows` frame axes' components of v (ncon, nv, 3), each (ncon, nv); as products
+        # and additions, not a dot: XLA's CPU backend made the dot a library call (YNNPACK) slower
+        # than the loop these fuse into, and rows past condim are never computed
+        return [sum((frame[:, i, j, None] * v[..., j] for j in (1, 2)), frame[:, i, 0, None] * v[..., 0])
+                for i in range(rows)]
+
+    rows = in_frame(p2 - p1, min(lay.maxdim, 3))
+    if lay.maxdim > 3:
+        rows += in_frame(r2 - r1, lay.maxdim - 3)
+    if not rows:
+        return jnp.zeros((frame.shape[0], 0, cdof.shape[0]), cdof.dtype)
+    return jnp.stack(rows, axis=1)
 
 
 def make_rows(sys: System, q: jax.Array, cdof: jax.Array, subtree_com: jax.Array, contact: Contact,

@@ -252,28 +252,45 @@ def _take(x: jax.Array, idx: np.ndarray) -> jax.Array:
     return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
 
 
+# Up to this many rows per sum the Hessian's terms are added as a tree of additions rather than
+# reduced (see `_hessian`); more would make one very large kernel.
+_HESSIAN_UNROLL_MAX_ROWS = 32
+
+
+def _sum_rows(n: int, term: Callable[[int], jax.Array], terms: Callable[[], jax.Array]) -> jax.Array:
+    """Σ_k term(k) over k < n, added pairwise for small n; else `terms()` (all n stacked) reduced."""
+    if n > _HESSIAN_UNROLL_MAX_ROWS:
+        return jnp.sum(terms(), axis=0)
+    parts = [term(k) for k in range(n)]
+    while len(parts) > 1:
+        parts = [parts[i] + parts[i + 1] if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
 def _hessian(cfg: Config, p: Problem, quad: jax.Array) -> jax.Array:
     """(nv, nv) H = M + Jᵀ diag(D on quadratic rows) J."""
     w = jnp.where(quad, p.D, 0.0)
     nefc, nv = p.J.shape
     if nefc * nv * nv > _HESSIAN_ELEMENTWISE_MAX:
         return p.M + jnp.matmul(p.J.T * w[None, :], p.J, precision=_HI)
-    # A sum of weighted row outer products fuses into one kernel; under vmap the dot form is a
-    # batched dot of tiny matrices, which XLA's CPU backend runs matrix by matrix, one call each.
-    # Plain float32 products: no reduced-precision matmul either.
+    # Weighted row outer products summed elementwise: under vmap the dot form is a batched dot of
+    # tiny matrices, which XLA's CPU backend runs matrix by matrix, one call each; a reduction over
+    # the rows goes to a YNNPACK library call, several times slower than the one fused loop that a
+    # tree of additions of the rows' terms becomes (each term computed in it, never stored). Plain
+    # float32 products: no reduced-precision matmul either.
     one = np.asarray(cfg.row_dof if cfg.row_dof is not None else [-1] * nefc)
-    if not (one >= 0).any():
-        jw = p.J * w[:, None]
-        return p.M + jnp.sum(jw[:, :, None] * p.J[:, None, :], axis=0)
-    # a row with one dof adds w J² to that dof's diagonal entry (its other entries are zero)
-    single = _take(p.J, np.flatnonzero(one >= 0))
-    diag = jnp.sum(_take(w, np.flatnonzero(one >= 0))[:, None] * single * single, axis=0)
-    hess = linalg.add_diagonal(p.M, diag)
-    if (one < 0).any():
-        several = np.flatnonzero(one < 0)
+    single, several = np.flatnonzero(one >= 0), np.flatnonzero(one < 0)
+    hess = p.M
+    if len(single):
+        # a row with one dof adds w J² to that dof's diagonal entry (its other entries are zero)
+        sq, ws = _take(p.J, single) ** 2, _take(w, single)
+        hess = linalg.add_diagonal(hess, _sum_rows(len(single), lambda k: ws[k] * sq[k],
+                                                   lambda: ws[:, None] * sq))
+    if len(several):
         jm = _take(p.J, several)
         jw = jm * _take(w, several)[:, None]
-        hess = hess + jnp.sum(jw[:, :, None] * jm[:, None, :], axis=0)
+        hess = hess + _sum_rows(len(several), lambda k: jw[k][:, None] * jm[k][None, :],
+                                lambda: jw[:, :, None] * jm[:, None, :])
     return hess
 
 
