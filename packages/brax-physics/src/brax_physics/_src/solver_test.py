@@ -6,6 +6,8 @@ optimality condition of the primal problem (its gradient vanishes at the solutio
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -209,6 +211,32 @@ def test_hessian_of_single_dof_rows_matches_the_dense_sum() -> None:
     diag_only = solver._hessian(every, one._replace(J=jnp.asarray(jd, jnp.float32)), quad[0])
     np.testing.assert_allclose(np.asarray(diag_only), np.asarray(one.M) + jd.T @ (w[0][:, None] * jd),
                                rtol=1e-5, atol=1e-4)
+
+
+def test_hessian_sums_fuse_without_library_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under vmap the Hessian's sums over rows compile to fused additions, with no reduction for
+    jaxlib's CPU backend to hand to a YNNPACK library call (several times slower at these sizes);
+    past `_HESSIAN_UNROLL_MAX_ROWS` rows the reduction gives the same matrix."""
+    p = _problems(64, seed=6)
+    rng = np.random.default_rng(7)
+    dofs = rng.integers(0, NV, size=NEFC)
+    single = np.arange(NEFC) % 2 == 0
+    j = np.where(single[None, :, None], np.eye(NV)[dofs][None] * np.asarray(p.J), np.asarray(p.J))
+    p = p._replace(J=jnp.asarray(j, jnp.float32))
+    quad = jnp.asarray(rng.uniform(size=(64, NEFC)) < 0.7)
+    cfg = _cfg()._replace(row_dof=tuple(int(d) if s else -1 for d, s in zip(dofs, single, strict=True)))
+
+    def hessians() -> tuple[np.ndarray, str]:
+        fn = jax.jit(jax.vmap(lambda q, u: solver._hessian(cfg, q, u))).lower(p, quad).compile()
+        return np.asarray(fn(p, quad)), fn.as_text()
+
+    fused, text = hessians()
+    assert "__ynn_fusion" not in text
+    assert re.search(r"\} reduce\(", text) is None, "the Hessian's sums lowered to a reduction"
+    monkeypatch.setattr(solver, "_HESSIAN_UNROLL_MAX_ROWS", 2)
+    reduced, text = hessians()
+    assert re.search(r"\} reduce\(", text) is not None  # the fallback for many rows
+    np.testing.assert_allclose(fused, reduced, rtol=1e-5, atol=1e-4)
 
 
 def test_compact_configs_keep_the_head_rows_dofs() -> None:
