@@ -228,7 +228,9 @@ def test_hessian_sums_fuse_without_library_calls(monkeypatch: pytest.MonkeyPatch
 
     def hessians() -> tuple[np.ndarray, str]:
         fn = jax.jit(jax.vmap(lambda q, u: solver._hessian(cfg, q, u))).lower(p, quad).compile()
-        return np.asarray(fn(p, quad)), fn.as_text()
+        text = fn.as_text()
+        assert text is not None
+        return np.asarray(fn(p, quad)), text
 
     fused, text = hessians()
     assert "__ynn_fusion" not in text
