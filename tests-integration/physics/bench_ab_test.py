@@ -51,3 +51,29 @@ def test_ab_times_more_than_two_values_against_the_first() -> None:
     with pytest.raises(SystemExit):
         ab.main(["--model", "reacher", "--batch", "2", "--setting",
                  "brax_physics._src.solver:QUEUE_SLOT_FRACTION", "--values", "4"])
+
+
+def test_ab_times_a_function_as_a_git_revision_defines_it() -> None:
+    """`@REV` runs the attribute from its module's source at that revision, in every module that
+    holds it (`from x import f` copies), and restores them all; `@` is the loaded one."""
+    import brax_math
+    import brax_math.spatial as spatial
+    import jax.numpy as jnp
+    import numpy as np
+    from brax_physics._src import com
+
+    before = spatial.com_inertia
+    out = ab.run("reacher", 2, "brax_math.spatial:com_inertia", [ab.Revision(""), ab.Revision("HEAD")],
+                 steps=2, rounds=1)
+    assert [r["value"] for r in out["runs"]] == ["@", "@HEAD"]
+    assert out["patched"] == ["brax_math", "brax_math.spatial", "brax_physics._src.com"]
+    assert all(vars(m)["com_inertia"] is before for m in (spatial, com, brax_math))  # restored
+    old = ab._at_revision(spatial, "com_inertia", "HEAD")
+    assert old is not before and old.__module__ == "brax_math.spatial@HEAD"
+    rng = np.random.default_rng(0)
+    args = [jnp.asarray(a, jnp.float32) for a in (rng.uniform(1, 2, 4), rng.uniform(0.1, 1, (4, 3)),
+                                                  rng.normal(size=(4, 3, 3)), rng.normal(size=(4, 3)))]
+    np.testing.assert_allclose(np.asarray(old(*args)), np.asarray(before(*args)), rtol=1e-5, atol=1e-6)
+    with pytest.raises(SystemExit, match=r"git cannot show .*spatial\.py at no-such-rev"):
+        ab.run("reacher", 2, "brax_math.spatial:com_inertia", [ab.Revision(""), ab.Revision("no-such-rev")],
+               steps=1, rounds=1)
