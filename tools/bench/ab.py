@@ -80,8 +80,11 @@ class Revision:
 def _at_revision(module: types.ModuleType, attr: str, rev: str) -> Any:
     """`module.attr` as `module`'s source at git revision `rev` defines it (its module run anew)."""
     path = Path(str(module.__file__)).resolve()
-    top = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"],
-                         capture_output=True, text=True, check=False)
+    try:
+        top = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        raise SystemExit(f"--values @{rev}: needs git (tools/ci/system-deps.sh installs it)") from None
     if top.returncode != 0:
         raise SystemExit(f"--values @{rev}: {path} is not in a git checkout")
     rel = path.relative_to(Path(top.stdout.strip()).resolve()).as_posix()

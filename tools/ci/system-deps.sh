@@ -3,9 +3,10 @@
 # does nothing when everything is already installed.
 #   chromium    headless browser that loads brax-io's HTML viewer (WebGL through SwiftShader)
 #   libosmesa6  Mesa's off-screen OpenGL (libOSMesa), the CPU backend of brax-io's image/video renderer
+#   git         `bench:ab --values @REV` reads a module's source at a git revision (and its test does)
 set -euo pipefail
 
-PACKAGES=(chromium libosmesa6)
+PACKAGES=(chromium libosmesa6 git)
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do
