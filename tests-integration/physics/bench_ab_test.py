@@ -28,6 +28,22 @@ def test_ab_times_both_values_and_restores_the_setting(capsys: pytest.CaptureFix
         ab.run("reacher", 2, "brax_physics._src.solver:NOPE", [1, 2], steps=1, rounds=1)
 
 
+def test_ab_warmup_starts_the_timed_rollouts_later() -> None:
+    """`warmup` steps (the loaded code) come before the timed rollouts, which all start there."""
+    import brax_physics as bp
+    import jax
+    import jax.numpy as jnp
+    from models import MODELS
+
+    sys_ = bp.load_mjcf(MODELS["reacher"])
+    state = jax.vmap(lambda _: bp.init(sys_))(jnp.arange(2))
+    after = jax.jit(ab._advance(sys_, 3))(state, jnp.zeros((2, sys_.nu)))
+    assert float(after.time[0]) == pytest.approx(3 * float(sys_.opt.timestep))
+    out = ab.run("reacher", 2, "brax_physics._src.solver:QUEUE_SLOT_FRACTION", [4, 8], steps=2, rounds=1,
+                 warmup=3)
+    assert out["warmup"] == 3 and out["max_abs_dq"] == 0.0
+
+
 def test_ab_sets_several_settings_together() -> None:
     from brax_physics._src import linalg
 

@@ -121,35 +121,82 @@ def _factor_columns(a: jax.Array) -> jax.Array:
 def _substitute(low: jax.Array, b: jax.Array) -> jax.Array:
     """(n, B) solution of L Lᵀ x = b for L (n, n, B) lower triangular and b (n, B), batch last.
 
-    Forward then back substitution, one row per loop trip (a loop compiles faster than the
-    unrolled form, and ran faster too).
+    Forward then back substitution, one row per trip of a `fori_loop` (a loop compiles faster than
+    the unrolled form, and ran faster too); tiny unbatched systems (n <= `SMALL_N`) unrolled.
     """
     n = low.shape[0]
     if n == 0:  # a model without degrees of freedom
         return b
+    if n <= SMALL_N:
+        return _substitute_unrolled(low, b)
+    row = jnp.arange(n)[:, None]
+
+    def at(x: jax.Array, j: jax.Array, axis: int = 0) -> jax.Array:
+        # dynamic_slice, not dynamic_index_in_dim: the latter wraps negative indices, a scalar
+        # kernel of its own in every trip
+        return jax.lax.dynamic_slice_in_dim(x, j, 1, axis)
+
+    def wide(v: jax.Array, j: jax.Array) -> jax.Array:
+        """(n, B) entry j of `v` (n, B) in every row. XLA never fuses a divide into a consumer that
+        broadcasts its result, and turns a divide of two broadcasts into a broadcast of the divide,
+        so the entry's quotient is taken on (n, B) operands that are selects, not broadcasts: n
+        divides per column, no kernel of their own."""
+        return jnp.where(row == j, v, at(v, j))
+
+    # Each trip is one elementwise fusion, r_new = keep - weights · (entry j's quotient): row j gets
+    # 0 - (-1)·q = q, the rows the column updates r - l·q, the others r - 0·q = r. A
+    # dynamic_update_slice of the entry was a kernel of its own, and so was the quotient while it
+    # had two users.
+    def keep(r: jax.Array, j: jax.Array) -> jax.Array:
+        return jnp.where(row == j, 0.0, r)
+
+    def weights(l: jax.Array, updated: jax.Array, j: jax.Array) -> jax.Array:
+        return jnp.where(row == j, -1.0, jnp.where(updated, l, 0.0))
+
+    def forward(j: jax.Array, r: jax.Array) -> jax.Array:  # L y = b: finalize y_j, update below
+        col = at(low, j, 1)[:, 0]
+        y = wide(r, j) / wide(col, j)
+        out: jax.Array = keep(r, j) - weights(col, row > j, j) * y
+        return out
+
+    def backward(i: jax.Array, r: jax.Array) -> jax.Array:  # Lᵀ x = y from the last row up
+        j = n - 1 - i
+        lrow = at(low, j)[0]  # row j of L is column j of Lᵀ: update the rows above by it
+        x = wide(r, j) / wide(lrow, j)
+        out: jax.Array = keep(r, j) - weights(lrow, row < j, j) * x
+        return out
+
+    y = jax.lax.fori_loop(0, n, forward, b)
+    x: jax.Array = jax.lax.fori_loop(0, n, backward, y)
+    return x
+
+
+def _substitute_unrolled(low: jax.Array, b: jax.Array) -> jax.Array:
+    """`_substitute` for n <= `SMALL_N`, unrolled; the back substitution by dot products (the
+    order of operations the recorded PPO digests of the inverted pendulum were computed with)."""
+    n = low.shape[0]
     row = jnp.arange(n)[:, None]
 
     def at(x: jax.Array, j: jax.Array) -> jax.Array:
         out: jax.Array = jax.lax.dynamic_index_in_dim(x, j, keepdims=False)
         return out
 
-    def forward(j: jax.Array, r: jax.Array) -> jax.Array:  # L y = b: finalize y_j, update below
+    def forward(j: jax.Array, r: jax.Array) -> jax.Array:
         col = jax.lax.dynamic_index_in_dim(low, j, axis=1, keepdims=False)
         y = at(r, j) / at(col, j)
         below = jnp.where(row > j, r - col * y[None], r)
         out: jax.Array = jax.lax.dynamic_update_index_in_dim(below, y, j, 0)
         return out
 
-    def backward(i: jax.Array, r: jax.Array) -> jax.Array:  # Lᵀ x = y from the last row up
+    def backward(i: jax.Array, r: jax.Array) -> jax.Array:
         j = n - 1 - i
         col = jax.lax.dynamic_index_in_dim(low, j, axis=1, keepdims=False)  # row j of Lᵀ
         done = jnp.sum(jnp.where(row > j, col * r, 0.0), axis=0)
         out: jax.Array = jax.lax.dynamic_update_index_in_dim(r, (at(r, j) - done) / at(col, j), j, 0)
         return out
 
-    small = n <= SMALL_N  # unbatched tiny systems: unrolled, no loop overhead
-    y = jax.lax.fori_loop(0, n, forward, b, unroll=small)
-    x: jax.Array = jax.lax.fori_loop(0, n, backward, y, unroll=small)
+    y = jax.lax.fori_loop(0, n, forward, b, unroll=True)
+    x: jax.Array = jax.lax.fori_loop(0, n, backward, y, unroll=True)
     return x
 
 
