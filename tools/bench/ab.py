@@ -57,22 +57,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import MODELS
 
 
-def _rollout(sys_: Any, steps: int) -> Any:
-    """A fresh rollout function (a new closure, so jit traces it again with the current setting)."""
-    import brax_physics as bp
-
-    def rollout(state: Any, ctrl: jax.Array) -> jax.Array:
-        def body(s: Any, _: None) -> tuple[Any, None]:
-            return jax.vmap(lambda st, u: bp.step(sys_, st, u))(s, ctrl), None
-
-        out: jax.Array = jax.lax.scan(body, state, None, length=steps)[0].q
-        return out
-
-    return rollout
-
-
 def _advance(sys_: Any, steps: int) -> Any:
-    """A rollout that returns the whole state after `steps` steps (the timed ones start from it)."""
+    """A fresh rollout function (a new closure, so jit traces it again with the current setting)
+    returning the whole state after `steps` steps."""
     import brax_physics as bp
 
     def advance(state: Any, ctrl: jax.Array) -> Any:
@@ -82,6 +69,17 @@ def _advance(sys_: Any, steps: int) -> Any:
         return jax.lax.scan(body, state, None, length=steps)[0]
 
     return advance
+
+
+def _rollout(sys_: Any, steps: int) -> Any:
+    """`_advance` returning only the positions (the timed program)."""
+    advance = _advance(sys_, steps)
+
+    def rollout(state: Any, ctrl: jax.Array) -> jax.Array:
+        out: jax.Array = advance(state, ctrl).q
+        return out
+
+    return rollout
 
 
 @dataclasses.dataclass(frozen=True)
