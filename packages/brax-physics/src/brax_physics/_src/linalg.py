@@ -136,34 +136,22 @@ def _substitute(low: jax.Array, b: jax.Array) -> jax.Array:
         # kernel of its own in every trip
         return jax.lax.dynamic_slice_in_dim(x, j, 1, axis)
 
-    def wide(v: jax.Array, j: jax.Array) -> jax.Array:
-        """(n, B) entry j of `v` (n, B) in every row. XLA never fuses a divide into a consumer that
-        broadcasts its result, and turns a divide of two broadcasts into a broadcast of the divide,
-        so the entry's quotient is taken on (n, B) operands that are selects, not broadcasts: n
-        divides per column, no kernel of their own."""
-        return jnp.where(row == j, v, at(v, j))
-
-    # Each trip is one elementwise fusion, r_new = keep - weights · (entry j's quotient): row j gets
-    # 0 - (-1)·q = q, the rows the column updates r - l·q, the others r - 0·q = r. A
-    # dynamic_update_slice of the entry was a kernel of its own, and so was the quotient while it
-    # had two users.
-    def keep(r: jax.Array, j: jax.Array) -> jax.Array:
-        return jnp.where(row == j, 0.0, r)
-
-    def weights(l: jax.Array, updated: jax.Array, j: jax.Array) -> jax.Array:
-        return jnp.where(row == j, -1.0, jnp.where(updated, l, 0.0))
-
+    # Each trip: the entry's quotient (a (1, B) kernel: XLA never fuses a divide into a consumer
+    # that broadcasts it), then one elementwise update that selects the entry instead of writing
+    # it with a dynamic_update_slice (a kernel of its own) and reads the right side only at the
+    # element it writes, so it updates in place. Taking the quotient inside that update (n divides
+    # per column, on selects) made it read r[j] while writing r: a copy of r per trip, slower.
     def forward(j: jax.Array, r: jax.Array) -> jax.Array:  # L y = b: finalize y_j, update below
         col = at(low, j, 1)[:, 0]
-        y = wide(r, j) / wide(col, j)
-        out: jax.Array = keep(r, j) - weights(col, row > j, j) * y
+        y = at(r, j) / at(col, j)
+        out: jax.Array = jnp.where(row == j, y, jnp.where(row > j, r - col * y, r))
         return out
 
     def backward(i: jax.Array, r: jax.Array) -> jax.Array:  # Lᵀ x = y from the last row up
         j = n - 1 - i
         lrow = at(low, j)[0]  # row j of L is column j of Lᵀ: update the rows above by it
-        x = wide(r, j) / wide(lrow, j)
-        out: jax.Array = keep(r, j) - weights(lrow, row < j, j) * x
+        x = at(r, j) / at(lrow, j)
+        out: jax.Array = jnp.where(row == j, x, jnp.where(row < j, r - lrow * x, r))
         return out
 
     y = jax.lax.fori_loop(0, n, forward, b)
