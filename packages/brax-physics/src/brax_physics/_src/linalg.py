@@ -122,7 +122,7 @@ def _substitute(low: jax.Array, b: jax.Array) -> jax.Array:
     """(n, B) solution of L Lᵀ x = b for L (n, n, B) lower triangular and b (n, B), batch last.
 
     Forward then back substitution, one row per trip of a `fori_loop` (a loop compiles faster than
-    the unrolled form, and ran faster too); tiny unbatched systems (n <= `SMALL_N`) unrolled.
+    the unrolled form, and ran faster too); systems of n <= `SMALL_N` unrolled.
     """
     n = low.shape[0]
     if n == 0:  # a model without degrees of freedom
