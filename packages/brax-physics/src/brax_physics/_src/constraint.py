@@ -323,10 +323,14 @@ def impedance(solimp: jax.Array, r: jax.Array) -> jax.Array:
         pos = base > 0
         return jnp.where(pos, jnp.where(pos, base, 1.0) ** e, 0.0)
 
-    # x**p / mid**(p-1) below mid, 1 - (1-x)**p / (1-mid)**(p-1) above: the branch's operands are
-    # selected first, so each row takes two powers, not four (pow is dear on XLA:CPU)
+    # x**p / mid**(p-1) below mid, 1 - (1-x)**p / (1-mid)**(p-1) above: the branch's operand is
+    # selected first, so each row takes one power of the residual (pow is dear on XLA:CPU), and
+    # both denominators come from solimp alone: under vmap with a shared model they are powers of
+    # the rows, not of every env's rows, selected per env afterwards (the same values as selecting
+    # the operand first)
     lo = x <= mid
-    part = power(jnp.where(lo, x, 1 - x), p) / jnp.where(lo, mid, 1 - mid) ** (p - 1)
+    den = jnp.where(lo, mid ** (p - 1), (1 - mid) ** (p - 1))
+    part = power(jnp.where(lo, x, 1 - x), p) / den
     y = jnp.where(p == 1, x, jnp.where(lo, part, 1 - part))
     imp = jnp.where(x_raw >= 1, dmax, dmin + y * (dmax - dmin))
     # MuJoCo's flat case (getimpedance): no width, or dmin == dmax, gives the mean of the two.
@@ -391,14 +395,29 @@ def contact_jacobian(sys: System, lay: Layout, cdof: jax.Array, subtree_com: jax
     st = structure(sys)
     ang = cdof[:, :3]
 
-    def point_jac(body: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    def point_jac(body: np.ndarray) -> tuple[jax.Array, jax.Array] | None:
+        """Linear and angular Jacobians (ncon, nv, 3) of the contact points on `body`'s side; None
+        where no contact's body there has a dof (the world, or a static body: a floor), so that
+        side is not computed as zeros for every env."""
+        dof = st.body_dof[body]
+        if not dof.any():
+            return None
         off = contact.pos - subtree_com[st.root[body]]  # (ncon, 3)
-        mask = jnp.asarray(st.body_dof[body])[..., None]  # (ncon, nv, 1)
+        mask = jnp.asarray(dof)[..., None]  # (ncon, nv, 1)
         jacp = point_velocity(cdof[None], off[:, None, :]) * mask  # (ncon, nv, 3)
         return jacp, ang[None] * mask
 
-    p1, r1 = point_jac(lay.con_body1)
-    p2, r2 = point_jac(lay.con_body2)
+    def relative(side1: tuple[jax.Array, jax.Array] | None, side2: tuple[jax.Array, jax.Array] | None,
+                 k: int) -> jax.Array:
+        """Body 2's Jacobian part `k` minus body 1's (a side without dofs contributes zero)."""
+        if side1 is None or side2 is None:
+            side = side2 if side1 is None else side1
+            if side is None:
+                return jnp.zeros((frame.shape[0], cdof.shape[0], 3), cdof.dtype)
+            return side[k] if side1 is None else -side[k]
+        return side2[k] - side1[k]
+
+    side1, side2 = point_jac(lay.con_body1), point_jac(lay.con_body2)
     frame = contact.frame
 
     def in_frame(v: jax.Array, rows: int) -> list[jax.Array]:
@@ -408,9 +427,9 @@ def contact_jacobian(sys: System, lay: Layout, cdof: jax.Array, subtree_com: jax
         return [sum((frame[:, i, j, None] * v[..., j] for j in (1, 2)), frame[:, i, 0, None] * v[..., 0])
                 for i in range(rows)]
 
-    rows = in_frame(p2 - p1, min(lay.maxdim, 3))
+    rows = in_frame(relative(side1, side2, 0), min(lay.maxdim, 3))
     if lay.maxdim > 3:
-        rows += in_frame(r2 - r1, lay.maxdim - 3)
+        rows += in_frame(relative(side1, side2, 1), lay.maxdim - 3)
     if not rows:
         return jnp.zeros((frame.shape[0], 0, cdof.shape[0]), cdof.dtype)
     return jnp.stack(rows, axis=1)

@@ -216,6 +216,13 @@ _ROW_CASES = {
     "limit_upper": (_HINGE, [np.deg2rad(45.5)]),
     "limit_lower": (_HINGE, [np.deg2rad(-30.3)]),
     "limit_ball": (_BALLS, _BALL_QPOS),
+    # a sphere on a static box (MuJoCo orders a pair's geoms by type, so the box on the body
+    # without dofs is the contact's second geom); a sphere resting on another: both bodies move
+    "static_second_body": ("""<mujoco><worldbody><body pos='0 0 .099'><freejoint/><geom size='.1'/></body>
+<body><geom type='box' size='1 1 .1' pos='0 0 -.1'/></body></worldbody></mujoco>""", None),
+    "stacked": ("""<mujoco><worldbody><geom type='plane' size='0 0 1'/>
+<body pos='0 0 .099'><freejoint/><geom size='.1'/></body>
+<body pos='.02 0 .29'><freejoint/><geom size='.1' condim='6'/></body></worldbody></mujoco>""", None),
     # a cone narrower than its margin: the row is active at zero rotation (axis: MuJoCo's fallback x)
     "limit_ball_at_rest": (_BALLS.replace("range='0 60'", "range='0 1' margin='0.05'"),
                            [0.0, 1, 0, 0, 0, 0.0, 1, 0, 0, 0]),
@@ -223,14 +230,15 @@ _ROW_CASES = {
 
 
 @jax.jit
-def _rows_jit(sys: bp.System, q: jax.Array, qd: jax.Array) -> tuple[constraint.Rows, jax.Array, jax.Array]:
+def _rows_jit(sys: bp.System, q: jax.Array,
+              qd: jax.Array) -> tuple[constraint.Rows, jax.Array, tuple[jax.Array, jax.Array]]:
     fr = kinematics.kinematics(sys, q)
     sub = com.subtree_com(sys, fr.xipos)
     cdof = com.cdof(sys, fr, sub)
     con = collide(sys, fr.geom_xpos, fr.geom_xmat)
     ten_length, ten_J = tendon.tendon(sys, q, fr, sub, cdof)
     rows = constraint.make_rows(sys, q, cdof, sub, con, ten_length, ten_J)
-    return rows, constraint.reference_acceleration(rows, qd), con.geom2
+    return rows, constraint.reference_acceleration(rows, qd), (con.geom1, con.geom2)
 
 
 @pytest.mark.parametrize("case", sorted(_ROW_CASES))
@@ -244,14 +252,16 @@ def test_rows_match_mujoco(case: str) -> None:
     d.qvel[:] = np.random.default_rng(0).normal(size=m.nv)
     mujoco.mj_forward(m, d)
     sys = bp.from_mjmodel(m)
-    rows, aref, geom2 = _rows_jit(sys, jnp.asarray(d.qpos, jnp.float32), jnp.asarray(d.qvel, jnp.float32))
+    rows, aref, geoms = _rows_jit(sys, jnp.asarray(d.qpos, jnp.float32), jnp.asarray(d.qvel, jnp.float32))
     lay = constraint.layout(sys)
     first = lay.contact_start
     order = list(range(first))  # ours for MuJoCo's rows: friction loss and limits in the same order
     act = np.asarray(rows.active)
     order = [i for i in order if act[i]]
     for i in range(d.ncon):
-        slot = int(np.nonzero(np.asarray(geom2) == d.contact[i].geom[1])[0][0])
+        # a contact slot is a geom pair: one geom alone can sit in several slots
+        pair = (np.asarray(geoms[0]) == d.contact[i].geom[0]) & (np.asarray(geoms[1]) == d.contact[i].geom[1])
+        slot = int(np.nonzero(pair)[0][0])
         order += list(first + np.nonzero(lay.row_con == slot)[0])
     assert act.sum() == d.nefc == len(order)
     idx = np.asarray(order)
