@@ -56,6 +56,20 @@ def test_ab_sets_several_settings_together() -> None:
         ab.run("reacher", 2, setting, [16, 24], steps=1, rounds=1)
 
 
+def test_ab_sets_several_functions_at_one_revision() -> None:
+    """With several settings, a lone `@REV` is each of them at that revision."""
+    from brax_physics._src import constraint
+
+    before = (constraint.impedance, constraint.contact_jacobian)
+    setting = "brax_physics._src.constraint:impedance,brax_physics._src.constraint:contact_jacobian"
+    targets = ab._targets(setting, [ab.Revision(""), ab.Revision("HEAD")])
+    assert [per_run[0] for _, _, per_run in targets] == list(before)  # "@": as loaded
+    assert [per_run[1].__module__ for _, _, per_run in targets] == ["brax_physics._src.constraint@HEAD"] * 2
+    out = ab.run("reacher", 2, setting, [ab.Revision(""), ab.Revision("HEAD")], steps=2, rounds=1)
+    assert [r["value"] for r in out["runs"]] == ["@", "@HEAD"]
+    assert (constraint.impedance, constraint.contact_jacobian) == before  # both restored
+
+
 def test_ab_times_more_than_two_values_against_the_first() -> None:
     out = ab.run("reacher", 2, "brax_physics._src.solver:QUEUE_SLOT_FRACTION", [4, 8, 16], steps=2, rounds=2)
     assert [r["value"] for r in out["runs"]] == ["4", "8", "16"]

@@ -21,7 +21,9 @@ it at git revision REV, and `@` the one loaded now: `--setting brax_physics._src
 --values @ @d9dd9f0` times the working tree's Newton Hessian against d9dd9f0's. The old version runs
 with its module's other definitions of that revision (its private helpers) and today's imports. It
 replaces the attribute in every loaded module that holds the same object (a `from x import f`
-copies the binding), and `patched` in the output names those modules.
+copies the binding), and `patched` in the output names those modules. With several settings a lone
+`@REV` stands for all of them at that revision: `--setting brax_physics._src.constraint:impedance,
+brax_physics._src.constraint:contact_jacobian --values @2bba847~1 @` times a change to both functions.
 
 `--warmup N` starts the timed rollouts N steps (of the loaded code) after `init`: a humanoid
 touches the ground only after falling, so without it a short A/B of the constraint solver times
@@ -133,9 +135,12 @@ def _targets(setting: str, values: list[Any]) -> list[tuple[Any, str, list[Any]]
     """(module, attribute, its value per run) of each comma-separated "module:ATTRIBUTE" in `setting`;
     `Revision` values resolved to the attribute at that revision."""
     names = setting.split(",")
+    if len(names) > 1:  # a lone @REV stands for every setting at that revision
+        values = [(v,) * len(names) if isinstance(v, Revision) else v for v in values]
     if len(names) > 1 and not all(isinstance(v, tuple) and len(v) == len(names) for v in values):
         n = len(names)
-        raise SystemExit(f"--values: {n} settings take tuples of {n} values each, got {values}")
+        raise SystemExit(f"--values: {n} settings take tuples of {n} values each (or one @REV for all), "
+                         f"got {values}")
     out = []
     for k, name in enumerate(names):
         module_name, attr = name.split(":")
@@ -195,7 +200,7 @@ def run(model: str, batch: int, setting: str, values: list[Any], steps: int, rou
         "b_over_a": round(per_step[1] / per_step[0], 3),
         "b_over_a_min": round(fastest[1] / fastest[0], 3),
         "max_abs_dq": max(float(np.max(np.abs(q - qs[0]))) for q in qs[1:]),
-        "patched": sorted(m.__name__ for held in holders for m in held),
+        "patched": sorted({m.__name__ for held in holders for m in held}),
     }
 
 
@@ -209,7 +214,8 @@ def main(argv: list[str] | None = None) -> None:
                         "comma-separated")
     p.add_argument("--values", nargs="+", required=True,
                    help="two or more Python literals (A, B, ...); tuples, one entry per setting, for "
-                        "several; @REV: the attribute as defined at git revision REV, @: as loaded now")
+                        "several; @REV: the attribute as defined at git revision REV (with several "
+                        "settings: each of them), @: as loaded now")
     p.add_argument("--steps", type=int, default=60, help="physics steps per timed rollout")
     p.add_argument("--rounds", type=int, default=7, help="alternating timed runs of each")
     p.add_argument("--warmup", type=int, default=0,
