@@ -6,11 +6,12 @@ more, the solves run as whole-array operations on (n, n, batch) arrays with the 
 axis, each one SIMD loop over the batch that fuses with its neighbours, where a batched LAPACK
 call runs matrix by matrix:
 `spd_solve` (the Newton solver's, several per step) factors by a right-looking Cholesky unrolled
-over columns, and it and `cho_solve` substitute row by row in a `fori_loop`. `cholesky`, once per
-step for the mass matrix, stays LAPACK: there the unrolled factor cost more compile time than it
-saved at run time (measurements in CHANGELOG.md). Above `UNROLL_MAX_N`, from
-`SUBSTITUTE_MIN_BATCH` on, the factor is LAPACK's and the substitution the same batch-last loop
-on the transposed factor: LAPACK's triangular solves also go matrix by matrix.
+over columns, and it and `cho_solve` substitute row by row in a `fori_loop`. `cholesky` (the mass
+matrix's factor and the implicit-damping one, each once per step) factors left-looking, one
+kernel per column (`_factor_left`), there and for n up to `FACTOR_UNROLL_MAX_N` from
+`FACTOR_UNROLL_MIN_BATCH` systems on. Above `UNROLL_MAX_N`, from `SUBSTITUTE_MIN_BATCH` on, the
+substitution is the same batch-last loop on the transposed factor (LAPACK's where LAPACK factored):
+LAPACK's triangular solves also go matrix by matrix.
 
 Batched LAPACK calls never use XLA's thread pool: jaxlib 0.10's CPU kernels split a batch whose
 work (batch times n³/3 for a factor, n² for a solve) reaches `_POOL_MIN_WORK` over the intra-op
@@ -63,6 +64,14 @@ UNROLL_MIN_BATCH = 128
 # Above UNROLL_MAX_N, smallest batch for the batch-last substitution (on LAPACK's factor, moved to
 # batch-last): below it LAPACK's two triangular solves per system cost less than the loop's trips.
 SUBSTITUTE_MIN_BATCH = 64
+# `cholesky` under vmap (the mass matrix's factor, and the implicit-damping one) takes the
+# left-looking unrolled factor (`_factor_left`: n kernels over the whole batch) instead of LAPACK
+# matrix by matrix where `spd_solve` takes the column form (n <= UNROLL_MAX_N from UNROLL_MIN_BATCH
+# on), and for n up to FACTOR_UNROLL_MAX_N from FACTOR_UNROLL_MIN_BATCH systems on. Its compile
+# time grows as n², its gain with the batch (A/B in CHANGELOG.md: the humanoid, 27 dofs, ran 9%
+# faster at 1024 envs for 2.3 s more compile, 1-5% at 256 for 3.5 s).
+FACTOR_UNROLL_MAX_N = 32
+FACTOR_UNROLL_MIN_BATCH = 512
 # Platforms whose programs run the column and substitution forms (`lax.platform_dependent`); the
 # others get the linear-algebra library's whole-batch calls. Their loops over rows suit a CPU's
 # SIMD lanes; on a GPU every trip is a round of kernel launches.
@@ -116,6 +125,33 @@ def _factor_columns(a: jax.Array) -> jax.Array:
         cols.append(jnp.pad(jnp.concatenate([d[None], c]), ((j, 0), (0, 0))))
         rest = rest[1:, 1:] - c[:, None, :] * c[None, :, :]
     return jnp.stack(cols, axis=1)
+
+
+def _factor_left(a: jax.Array) -> jax.Array:
+    """(n, n, B) lower Cholesky factor of symmetric a (n, n, B), batch last, read from a's upper
+    triangle (as `_lapack_factor` reads it); zeros above the diagonal.
+
+    Left-looking, unrolled: column j is a's row j from the diagonal on, less its products with the
+    columns before it, each column one kernel (an optimization barrier) that reads the earlier
+    columns' buffers. Without the barriers XLA fuses every column into its consumers and computes
+    it again in each; the right-looking `_factor_columns` copies a shrinking trailing block per
+    column. Subtractions in column order, then one division: the operations of `_factor_columns`.
+    A matrix that is not positive definite gives NaN, as LAPACK's factor does.
+    """
+    n = a.shape[0]
+    cols: list[jax.Array] = []  # cols[k]: (n - k, B), rows k.. of column k
+    for j in range(n):
+        s = a[j, j:]
+        for k in range(j):
+            s = s - cols[k][j - k:] * cols[k][j - k][None]
+        d = jnp.sqrt(s[0])
+        cols.append(jax.lax.optimization_barrier(jnp.concatenate([d[None], s[1:] / d[None]])))
+    return jnp.stack([jnp.pad(c, ((j, 0), (0, 0))) for j, c in enumerate(cols)], axis=1)
+
+
+def _factor_left_front(a: jax.Array) -> jax.Array:
+    """(B, n, n) `_factor_left` factors of (B, n, n) matrices, batch first outside."""
+    return jnp.moveaxis(_factor_left(jnp.moveaxis(a, 0, -1)), -1, 0)
 
 
 def _substitute(low: jax.Array, b: jax.Array) -> jax.Array:
@@ -324,8 +360,12 @@ def _cholesky_p(a: jax.Array) -> jax.Array:
 @_cholesky_p.def_vmap
 def _cholesky_vmap(axis_size: int, in_batched: list[bool], a: jax.Array) -> tuple[jax.Array, bool]:
     (a,) = _batch_front(axis_size, in_batched, a)
-    if a.shape[-1] <= SMALL_N:
+    n = a.shape[-1]
+    if n <= SMALL_N:
         return jax.vmap(_factor)(a), True
+    small = n <= UNROLL_MAX_N and axis_size >= UNROLL_MIN_BATCH
+    if small or (n <= FACTOR_UNROLL_MAX_N and axis_size >= FACTOR_UNROLL_MIN_BATCH):
+        return _loop_or_library(n, _factor_left_front, _lapack_factors, a), True
     return _lapack_factors(a), True
 
 

@@ -155,8 +155,10 @@ def test_batched_lowering_has_no_lapack_call() -> None:
     for fn in (jax.vmap(linalg.spd_solve), jax.vmap(jax.grad(f, argnums=(0, 1)))):
         assert _LAPACK_CALL not in _hlo(fn, m, b)
     assert _LAPACK_CALL in _hlo(linalg.spd_solve, m[0], b[0])
-    low = jax.vmap(linalg.cholesky)(m)  # the factor itself stays LAPACK (once per step)
+    assert _LAPACK_CALL not in _hlo(jax.vmap(linalg.cholesky), m)  # `_factor_left`
+    low = jax.vmap(linalg.cholesky)(m)
     assert _LAPACK_CALL not in _hlo(jax.vmap(linalg.cho_solve), m, low, b)
+    assert _LAPACK_CALL in _hlo(jax.vmap(linalg.cholesky), m[: batch - 1])
     m2, b2 = _spd(np.random.default_rng(5), batch, n + 1)
     assert _LAPACK_CALL in _hlo(jax.vmap(linalg.spd_solve), jnp.asarray(m2), jnp.asarray(b2))
     assert _LAPACK_CALL in _hlo(jax.vmap(linalg.spd_solve), m[: batch - 1], b[: batch - 1])  # small batches
@@ -210,8 +212,10 @@ def _lapack_work(hlo: str) -> list[tuple[str, int]]:
     return out
 
 
-@pytest.mark.parametrize(("fn", "batch", "n"), [("cholesky", 1024, 23), ("spd_solve", 1024, 27),
-                                                ("cho_solve", 63, 60), ("cholesky", 1024, 14)])
+# (the factors of FACTOR_UNROLL_MAX_N + 8 and of 23 dofs below FACTOR_UNROLL_MIN_BATCH are LAPACK's)
+@pytest.mark.parametrize(("fn", "batch", "n"), [("cholesky", 300, 23), ("spd_solve", 1024, 27),
+                                                ("cho_solve", 63, 60),
+                                                ("cholesky", 1024, linalg.FACTOR_UNROLL_MAX_N + 8)])
 def test_batched_lapack_calls_stay_off_the_thread_pool(fn: str, batch: int, n: int) -> None:
     """Large batches go to LAPACK in chunks below jaxlib's parallel threshold; values unchanged."""
     m_np, b_np = _spd(np.random.default_rng(11), batch, n)
@@ -246,7 +250,8 @@ def _factor_and_solve_batches(f: Callable[..., jax.Array], platform: str,
 
 
 @pytest.mark.parametrize(("fn", "batch", "n"),
-                         [("cholesky", 1024, 14), ("cholesky", 1024, 23), ("cho_solve", 63, 60)])
+                         [("cholesky", 300, 23), ("cholesky", 1024, linalg.FACTOR_UNROLL_MAX_N + 8),
+                          ("cho_solve", 63, 60)])
 def test_accelerators_get_the_whole_batch_in_one_call(fn: str, batch: int, n: int) -> None:
     """The chunking is for jaxlib's CPU kernels: lowered for CUDA (no GPU needed), each factor or
     solve takes the whole batch, where the CPU lowering splits it."""
@@ -257,6 +262,31 @@ def test_accelerators_get_the_whole_batch_in_one_call(fn: str, batch: int, n: in
     cpu, cuda = (_factor_and_solve_batches(f, p, *args) for p in ("cpu", "cuda"))
     assert cpu and max(cpu) < batch, cpu
     assert cuda == [batch] * (1 if fn == "cholesky" else 2), cuda  # cho_solve: L and Lᵀ solves
+
+
+@pytest.mark.parametrize(("batch", "n"), [(linalg.UNROLL_MIN_BATCH, linalg.UNROLL_MAX_N),
+                                        (linalg.FACTOR_UNROLL_MIN_BATCH, 23),
+                                        (linalg.FACTOR_UNROLL_MIN_BATCH, linalg.FACTOR_UNROLL_MAX_N)])
+def test_large_batched_cholesky_is_the_left_looking_factor(batch: int, n: int) -> None:
+    """Under vmap from UNROLL_MIN_BATCH (n <= UNROLL_MAX_N) or FACTOR_UNROLL_MIN_BATCH systems on,
+    `cholesky` on a CPU is `_factor_left`: no LAPACK call, numpy's factor, the same numbers as the
+    right-looking column form, NaN for a matrix that is not positive definite; lowered for CUDA it
+    is one whole-batch cuSOLVER factor."""
+    m_np, _ = _spd(np.random.default_rng(n), batch, n)
+    m_np[5] = -m_np[5]
+    m = jnp.asarray(m_np)
+    f = jax.vmap(linalg.cholesky)
+    assert _LAPACK_CALL not in _hlo(f, m)
+    got = np.asarray(jax.jit(f)(m))
+    assert np.isnan(got[5][np.tril_indices(n)]).all()
+    keep = np.arange(batch) != 5
+    want = np.linalg.cholesky(m_np[keep].astype(np.float64))
+    np.testing.assert_allclose(got[keep], want, rtol=1e-4, atol=1e-4)  # zeros above the diagonal
+    columns = jax.jit(lambda a: jnp.moveaxis(linalg._factor_columns(jnp.moveaxis(a, 0, -1)), -1, 0))
+    np.testing.assert_array_equal(got[keep], np.asarray(columns(m[keep])))
+    spec = jax.ShapeDtypeStruct((batch, n, n), jnp.float32)  # type: ignore[no-untyped-call]
+    assert _factor_and_solve_batches(f, "cuda", spec) == [batch]
+    assert _factor_and_solve_batches(f, "cpu", spec) == []
 
 
 @pytest.mark.parametrize(("fn", "n"), [("spd_solve", 14), ("cho_solve", 14), ("spd_solve", 27),
