@@ -145,7 +145,8 @@ def _factor_left(a: jax.Array) -> jax.Array:
         for k in range(j):
             s = s - cols[k][j - k:] * cols[k][j - k][None]
         d = jnp.sqrt(s[0])
-        cols.append(jax.lax.optimization_barrier(jnp.concatenate([d[None], s[1:] / d[None]])))
+        col = jnp.concatenate([d[None], s[1:] / d[None]])
+        cols.append(jax.lax.optimization_barrier(col))  # type: ignore[no-untyped-call]  # untyped in jax
     return jnp.stack([jnp.pad(c, ((j, 0), (0, 0))) for j, c in enumerate(cols)], axis=1)
 
 
