@@ -107,3 +107,22 @@ def test_ab_times_a_function_as_a_git_revision_defines_it() -> None:
     with pytest.raises(SystemExit, match=r"git cannot show .*spatial\.py at no-such-rev"):
         ab.run("reacher", 2, "brax_math.spatial:com_inertia", [ab.Revision(""), ab.Revision("no-such-rev")],
                steps=1, rounds=1)
+
+
+def test_ab_twice_computes_a_stage_twice_with_the_same_result() -> None:
+    """`2x`: the function runs twice per call (neither merged nor dropped by XLA), returning what
+    one call returns; the step's positions are unchanged."""
+    import jax
+    import jax.numpy as jnp
+    from brax_physics._src import dynamics
+
+    twice = ab._twice(jnp.sin)
+    x = jnp.linspace(0.0, 1.0, 5)
+    assert bool(jnp.all(jax.jit(twice)(x) == jnp.sin(x)))
+    hlo = str(jax.jit(twice).lower(x).compile().as_text())
+    assert hlo.count(" sine(") == 2, hlo
+    before = dynamics.rne
+    out = ab.run("reacher", 2, "brax_physics._src.dynamics:rne", [ab.Revision(""), ab.Twice()], steps=2,
+                 rounds=1)
+    assert [r["value"] for r in out["runs"]] == ["@", "2x"]
+    assert out["max_abs_dq"] == 0.0 and dynamics.rne is before

@@ -25,6 +25,14 @@ copies the binding), and `patched` in the output names those modules. With sever
 `@REV` stands for all of them at that revision: `--setting brax_physics._src.constraint:impedance,
 brax_physics._src.constraint:contact_jacobian --values @2bba847~1 @` times a change to both functions.
 
+A stage's share of the step: the value `2x` is the loaded function computing everything twice,
+the second time on inputs that XLA cannot tell equal the first's, and adding 0 times the second
+result to the first's, so that XLA can neither merge the two nor drop the second (positions are
+unchanged): `--setting brax_physics._src.solver:solve --values @ 2x` gives, as
+`b_over_a` minus one, what one Newton solve costs in the step as compiled, where a profile's
+attribution misleads (below). The function must be looked up through its module at call time (as
+`solver.solve` is by the pipeline); one nested in another's closure is not replaced.
+
 `--warmup N` starts the timed rollouts N steps (of the loaded code) after `init`: a humanoid
 touches the ground only after falling, so without it a short A/B of the constraint solver times
 steps that have no contacts.
@@ -94,6 +102,45 @@ class Revision:
         return f"@{self.rev}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Twice:
+    """A `--values 2x` entry: the loaded function, computed twice per call (see `_twice`)."""
+
+    def __repr__(self) -> str:
+        return "2x"
+
+
+def _twice(fn: Any) -> Any:
+    """`fn` computed twice per call: the second time on its floating-point array arguments (those of a
+    `System` aside: model constants) plus a zero XLA cannot see is zero (min(|x|, 0) of one entry), so
+    that it can merge nothing of the two; the second result enters the returned first as 0 * it, so
+    that it is not dropped (the values are the first call's)."""
+    if not callable(fn):
+        raise SystemExit(f"--values 2x: {fn!r} is not a function")
+    import brax_physics as bp
+
+    def floating(x: Any) -> bool:
+        return isinstance(x, jax.Array) and jnp.issubdtype(x.dtype, jnp.floating) and x.size > 0
+
+    def twice(*args: Any, **kwargs: Any) -> Any:
+        first = fn(*args, **kwargs)
+        varied = [a for a in (*args, *kwargs.values()) if not isinstance(a, bp.System)]
+        leaves = [x for x in jax.tree.leaves(varied) if floating(x)]
+        if not leaves:
+            raise SystemExit(f"--values 2x: {getattr(fn, '__name__', fn)} has no array argument to vary")
+        zero = jnp.minimum(jnp.abs(leaves[0].ravel()[0]), 0)
+
+        def vary(a: Any) -> Any:
+            if isinstance(a, bp.System):
+                return a
+            return jax.tree.map(lambda x: x + zero.astype(x.dtype) if floating(x) else x, a)
+
+        second = fn(*(vary(a) for a in args), **{k: vary(v) for k, v in kwargs.items()})
+        return jax.tree.map(lambda a, b: a + 0 * b if floating(a) else a, first, second)
+
+    return twice
+
+
 def _at_revision(module: types.ModuleType, attr: str, rev: str) -> Any:
     """`module.attr` as `module`'s source at git revision `rev` defines it (its module run anew)."""
     path = Path(str(module.__file__)).resolve()
@@ -135,8 +182,8 @@ def _targets(setting: str, values: list[Any]) -> list[tuple[Any, str, list[Any]]
     """(module, attribute, its value per run) of each comma-separated "module:ATTRIBUTE" in `setting`;
     `Revision` values resolved to the attribute at that revision."""
     names = setting.split(",")
-    if len(names) > 1:  # a lone @REV stands for every setting at that revision
-        values = [(v,) * len(names) if isinstance(v, Revision) else v for v in values]
+    if len(names) > 1:  # a lone @REV (or 2x) stands for every setting at that revision
+        values = [(v,) * len(names) if isinstance(v, (Revision, Twice)) else v for v in values]
     if len(names) > 1 and not all(isinstance(v, tuple) and len(v) == len(names) for v in values):
         n = len(names)
         raise SystemExit(f"--values: {n} settings take tuples of {n} values each (or one @REV for all), "
@@ -149,7 +196,8 @@ def _targets(setting: str, values: list[Any]) -> list[tuple[Any, str, list[Any]]
             raise SystemExit(f"--setting: {module_name} has no attribute {attr!r}")
         per_run = [v[k] if len(names) > 1 else v for v in values]
         per_run = [(_at_revision(module, attr, v.rev) if v.rev else getattr(module, attr))
-                   if isinstance(v, Revision) else v for v in per_run]
+                   if isinstance(v, Revision) else _twice(getattr(module, attr)) if isinstance(v, Twice)
+                   else v for v in per_run]
         out.append((module, attr, per_run))
     return out
 
@@ -215,7 +263,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--values", nargs="+", required=True,
                    help="two or more Python literals (A, B, ...); tuples, one entry per setting, for "
                         "several; @REV: the attribute as defined at git revision REV (with several "
-                        "settings: each of them), @: as loaded now")
+                        "settings: each of them), @: as loaded now, 2x: the loaded function computed "
+                        "twice (its share of the step)")
     p.add_argument("--steps", type=int, default=60, help="physics steps per timed rollout")
     p.add_argument("--rounds", type=int, default=7, help="alternating timed runs of each")
     p.add_argument("--warmup", type=int, default=0,
@@ -223,7 +272,8 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     if len(a.values) < 2:
         p.error("--values: give at least two values (A, B, ...)")
-    values = [Revision(v[1:]) if v.startswith("@") else ast.literal_eval(v) for v in a.values]
+    values = [Revision(v[1:]) if v.startswith("@") else Twice() if v == "2x" else ast.literal_eval(v)
+              for v in a.values]
     print(json.dumps(run(a.model, a.batch, a.setting, values, a.steps, a.rounds, a.warmup)), flush=True)
 
 
