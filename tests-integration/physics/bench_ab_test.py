@@ -111,7 +111,7 @@ def test_ab_times_a_function_as_a_git_revision_defines_it() -> None:
 
 def test_ab_twice_computes_a_stage_twice_with_the_same_result() -> None:
     """`2x`: the function runs twice per call (neither merged nor dropped by XLA), returning what
-    one call returns; the step's positions are unchanged."""
+    one call returns; the step's positions are unchanged up to float32 rounding."""
     import jax
     import jax.numpy as jnp
     from brax_physics._src import dynamics
@@ -125,4 +125,4 @@ def test_ab_twice_computes_a_stage_twice_with_the_same_result() -> None:
     out = ab.run("reacher", 2, "brax_physics._src.dynamics:rne", [ab.Revision(""), ab.Twice()], steps=2,
                  rounds=1)
     assert [r["value"] for r in out["runs"]] == ["@", "2x"]
-    assert out["max_abs_dq"] == 0.0 and dynamics.rne is before
+    assert out["max_abs_dq"] < 1e-5 and dynamics.rne is before  # float32 rounding at most

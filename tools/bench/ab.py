@@ -28,7 +28,8 @@ brax_physics._src.constraint:contact_jacobian --values @2bba847~1 @` times a cha
 A stage's share of the step: the value `2x` is the loaded function computing everything twice,
 the second time on inputs that XLA cannot tell equal the first's, and adding 0 times the second
 result to the first's, so that XLA can neither merge the two nor drop the second (positions are
-unchanged): `--setting brax_physics._src.solver:solve --values @ 2x` gives, as
+the same up to float32 rounding: which kernels XLA forms decides where LLVM contracts a multiply and
+an add into one instruction): `--setting brax_physics._src.solver:solve --values @ 2x` gives, as
 `b_over_a` minus one, what one Newton solve costs in the step as compiled, where a profile's
 attribution misleads (below). The function must be looked up through its module at call time (as
 `solver.solve` is by the pipeline); one nested in another's closure is not replaced.
