@@ -66,10 +66,10 @@ UNROLL_MIN_BATCH = 128
 SUBSTITUTE_MIN_BATCH = 64
 # `cholesky` under vmap (the mass matrix's factor, and the implicit-damping one) takes the
 # left-looking unrolled factor (`_factor_left`: n kernels over the whole batch) instead of LAPACK
-# matrix by matrix where `spd_solve` takes the column form (n <= UNROLL_MAX_N from UNROLL_MIN_BATCH
-# on), and for n up to FACTOR_UNROLL_MAX_N from FACTOR_UNROLL_MIN_BATCH systems on. Its compile
-# time grows as n², its gain with the batch (A/B in CHANGELOG.md: the humanoid, 27 dofs, ran 9%
-# faster at 1024 envs for 2.3 s more compile, 1-5% at 256 for 3.5 s).
+# matrix by matrix for n up to FACTOR_UNROLL_MAX_N (0: never): where `spd_solve` takes the column
+# form (n <= UNROLL_MAX_N from UNROLL_MIN_BATCH on), and above that from FACTOR_UNROLL_MIN_BATCH
+# systems on. Its compile time grows as n², its gain with the batch (A/B in CHANGELOG.md: the
+# humanoid, 27 dofs, ran 9% faster at 1024 envs for 2.3 s more compile, 1-5% at 256 for 3.5 s).
 FACTOR_UNROLL_MAX_N = 32
 FACTOR_UNROLL_MIN_BATCH = 512
 # Platforms whose programs run the column and substitution forms (`lax.platform_dependent`); the
@@ -364,8 +364,8 @@ def _cholesky_vmap(axis_size: int, in_batched: list[bool], a: jax.Array) -> tupl
     n = a.shape[-1]
     if n <= SMALL_N:
         return jax.vmap(_factor)(a), True
-    small = n <= UNROLL_MAX_N and axis_size >= UNROLL_MIN_BATCH
-    if small or (n <= FACTOR_UNROLL_MAX_N and axis_size >= FACTOR_UNROLL_MIN_BATCH):
+    if n <= FACTOR_UNROLL_MAX_N and axis_size >= (UNROLL_MIN_BATCH if n <= UNROLL_MAX_N
+                                                  else FACTOR_UNROLL_MIN_BATCH):
         return _loop_or_library(n, _factor_left_front, _lapack_factors, a), True
     return _lapack_factors(a), True
 

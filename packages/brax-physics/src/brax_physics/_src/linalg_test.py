@@ -267,11 +267,12 @@ def test_accelerators_get_the_whole_batch_in_one_call(fn: str, batch: int, n: in
 @pytest.mark.parametrize(("batch", "n"), [(linalg.UNROLL_MIN_BATCH, linalg.UNROLL_MAX_N),
                                         (linalg.FACTOR_UNROLL_MIN_BATCH, 23),
                                         (linalg.FACTOR_UNROLL_MIN_BATCH, linalg.FACTOR_UNROLL_MAX_N)])
-def test_large_batched_cholesky_is_the_left_looking_factor(batch: int, n: int) -> None:
+def test_large_batched_cholesky_is_the_left_looking_factor(batch: int, n: int,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     """Under vmap from UNROLL_MIN_BATCH (n <= UNROLL_MAX_N) or FACTOR_UNROLL_MIN_BATCH systems on,
     `cholesky` on a CPU is `_factor_left`: no LAPACK call, numpy's factor, the same numbers as the
     right-looking column form, NaN for a matrix that is not positive definite; lowered for CUDA it
-    is one whole-batch cuSOLVER factor."""
+    is one whole-batch cuSOLVER factor; FACTOR_UNROLL_MAX_N 0 turns it off."""
     m_np, _ = _spd(np.random.default_rng(n), batch, n)
     m_np[5] = -m_np[5]
     m = jnp.asarray(m_np)
@@ -287,6 +288,8 @@ def test_large_batched_cholesky_is_the_left_looking_factor(batch: int, n: int) -
     spec = jax.ShapeDtypeStruct((batch, n, n), jnp.float32)  # type: ignore[no-untyped-call]
     assert _factor_and_solve_batches(f, "cuda", spec) == [batch]
     assert _factor_and_solve_batches(f, "cpu", spec) == []
+    monkeypatch.setattr(linalg, "FACTOR_UNROLL_MAX_N", 0)
+    assert _factor_and_solve_batches(jax.vmap(linalg.cholesky), "cpu", spec)  # LAPACK's, in chunks
 
 
 @pytest.mark.parametrize(("fn", "n"), [("spd_solve", 14), ("cho_solve", 14), ("spd_solve", 27),
