@@ -608,7 +608,8 @@ def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> ja
     every trip runs one Newton iteration on all slots, writes out the problems that stopped and
     refills their slots from the queue of pending ones. Each problem takes exactly the iterations
     it would take alone, so the results are those of the per-problem loop; the work is about the
-    total iteration count, not batch size times the maximum.
+    total iteration count, not batch size times the maximum. A slot carries its problem's data,
+    gathered when the slot is refilled, not in every trip.
     """
     n = x_warm.shape[0]
     s0 = jax.vmap(functools.partial(_start, cfg))(p, x_warm)
@@ -619,31 +620,33 @@ def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> ja
     def select(mask: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
         return jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)
 
-    def refill(sidx: jax.Array, slot: _Iterate, ptr: jax.Array,
-               free: jax.Array) -> tuple[jax.Array, _Iterate, jax.Array]:
+    Slot = tuple[_Iterate, Problem]  # the slots' iterates and problems
+
+    def refill(sidx: jax.Array, slot: Slot, ptr: jax.Array,
+               free: jax.Array) -> tuple[jax.Array, Slot, jax.Array]:
         """Give each free slot the next pending problem (or mark it empty: index n)."""
         cand = ptr + jnp.cumsum(free, dtype=jnp.int32) - 1
         take = free & (cand < n_pending)
         sidx = jnp.where(take, order[jnp.minimum(cand, n - 1)], jnp.where(free, n, sidx))
-        fresh = jax.tree.map(lambda a: a[jnp.minimum(sidx, n - 1)], s0)
+        fresh = jax.tree.map(lambda a: a[jnp.minimum(sidx, n - 1)], (s0, p))
         slot = jax.tree.map(functools.partial(select, take), fresh, slot)
         return sidx, slot, ptr + jnp.sum(take, dtype=jnp.int32)
 
-    Carry = tuple[jax.Array, jax.Array, _Iterate, jax.Array]
+    Carry = tuple[jax.Array, jax.Array, Slot, jax.Array]
 
     def body(c: Carry) -> Carry:
         x_out, sidx, slot, ptr = c
-        member = jnp.minimum(sidx, n - 1)
-        ps = jax.tree.map(lambda a: a[member], p)
-        slot = jax.vmap(functools.partial(_iterate, cfg))(ps, slot)
+        it, ps = slot
+        it = jax.vmap(functools.partial(_iterate, cfg))(ps, it)
         active = sidx < n
-        finished = active & ~jax.vmap(functools.partial(_running, cfg))(slot)
-        x_out = x_out.at[jnp.where(finished, sidx, n)].set(slot.x, mode="drop")
+        finished = active & ~jax.vmap(functools.partial(_running, cfg))(it)
+        x_out = x_out.at[jnp.where(finished, sidx, n)].set(it.x, mode="drop")
+        slot = (it, ps)
         sidx, slot, ptr = refill(sidx, slot, ptr, finished | ~active)
         return x_out, sidx, slot, ptr
 
     empty = jnp.full((slots,), n, jnp.int32)
-    sidx, slot, ptr = refill(empty, jax.tree.map(lambda a: a[:slots], s0), jnp.zeros((), jnp.int32),
+    sidx, slot, ptr = refill(empty, jax.tree.map(lambda a: a[:slots], (s0, p)), jnp.zeros((), jnp.int32),
                              jnp.ones((slots,), bool))
     out: jax.Array = jax.lax.while_loop(lambda c: jnp.any(c[1] < n), body, (s0.x, sidx, slot, ptr))[0]
     return out
