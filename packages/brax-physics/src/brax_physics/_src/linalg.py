@@ -92,19 +92,22 @@ def diagonal(m: jax.Array) -> jax.Array:
     return m.reshape(*m.shape[:-2], n * n)[..., ::n + 1]
 
 
-def add_diagonal(m: jax.Array, d: jax.Array) -> jax.Array:
+def add_diagonal(m: jax.Array, d: jax.Array, *, batch_last: bool = False) -> jax.Array:
     """(..., n, n) `m` + diag(`d`) for `d` (..., n) (same leading axes), without an (n, n) diagonal
-    matrix or mask.
+    matrix or mask; with `batch_last`, `m` (n, n, ...) and `d` (n, ...) carry their batch axes last.
 
     `d` is spread over the flattened matrix by an interior pad (n zeros between entries), which
     fuses into the addition; `jnp.diag(d)` of a loop-invariant `d` became a matrix XLA hoisted
     out of the simulation loop and kept allocated throughout.
     """
-    n = m.shape[-1]
+    n = m.shape[0] if batch_last else m.shape[-1]
     if n == 0:
         return m
     zero = jnp.zeros((), d.dtype)
-    spread = jax.lax.pad(d, zero, [(0, 0, 0)] * (d.ndim - 1) + [(0, 0, n)])  # n + (n - 1) n = n²
+    if batch_last:
+        spread = jax.lax.pad(d, zero, [(0, 0, n)] + [(0, 0, 0)] * (d.ndim - 1))  # n + (n - 1) n = n²
+        return m + spread.reshape(n, n, *d.shape[1:])
+    spread = jax.lax.pad(d, zero, [(0, 0, 0)] * (d.ndim - 1) + [(0, 0, n)])
     return m + spread.reshape(*d.shape[:-1], n, n)
 
 
@@ -225,7 +228,7 @@ def _substitute_unrolled(low: jax.Array, b: jax.Array) -> jax.Array:
     return x
 
 
-def _batch_front(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> list[jax.Array]:
+def batch_front(axis_size: int, in_batched: list[bool], *xs: jax.Array) -> list[jax.Array]:
     """The operands of a vmap rule, each broadcast to the batch (batch axis first)."""
     pairs = zip(xs, in_batched, strict=True)
     return [x if b else jnp.broadcast_to(x, (axis_size, *x.shape)) for x, b in pairs]
@@ -343,7 +346,7 @@ def _lapack_solve(a: jax.Array, b: jax.Array) -> jax.Array:
 def _spd_solve_vmap(axis_size: int, in_batched: list[bool], a: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
     how, n = _lowering(a.shape[-1], axis_size), a.shape[-1]
-    a, b = _batch_front(axis_size, in_batched, a, b)
+    a, b = batch_front(axis_size, in_batched, a, b)
     if how == "columns":
         return _loop_or_library(n, _columns_solve, _lapack_solve, a, b), True
     if how == "substitute":
@@ -360,7 +363,7 @@ def _cholesky_p(a: jax.Array) -> jax.Array:
 
 @_cholesky_p.def_vmap
 def _cholesky_vmap(axis_size: int, in_batched: list[bool], a: jax.Array) -> tuple[jax.Array, bool]:
-    (a,) = _batch_front(axis_size, in_batched, a)
+    (a,) = batch_front(axis_size, in_batched, a)
     n = a.shape[-1]
     if n <= SMALL_N:
         return jax.vmap(_factor)(a), True
@@ -379,7 +382,7 @@ def _cho_solve_p(low: jax.Array, b: jax.Array) -> jax.Array:
 def _cho_solve_vmap(axis_size: int, in_batched: list[bool], low: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
     how, n = _lowering(low.shape[-1], axis_size), low.shape[-1]
-    low, b = _batch_front(axis_size, in_batched, low, b)
+    low, b = batch_front(axis_size, in_batched, low, b)
     if how in ("columns", "substitute"):
         return _loop_or_library(n, _substitute_front, _lapack_substitutes, low, b), True
     if n <= SMALL_N:

@@ -273,25 +273,57 @@ def _hessian(cfg: Config, p: Problem, quad: jax.Array) -> jax.Array:
     nefc, nv = p.J.shape
     if nefc * nv * nv > _HESSIAN_ELEMENTWISE_MAX:
         return p.M + jnp.matmul(p.J.T * w[None, :], p.J, precision=_HI)
-    # Weighted row outer products summed elementwise: under vmap the dot form is a batched dot of
-    # tiny matrices, which XLA's CPU backend runs matrix by matrix, one call each; a reduction over
-    # the rows goes to a YNNPACK library call, several times slower than the one fused loop that a
-    # tree of additions of the rows' terms becomes (each term computed in it, never stored). Plain
-    # float32 products: no reduced-precision matmul either.
-    one = np.asarray(cfg.row_dof if cfg.row_dof is not None else [-1] * nefc)
+    out: jax.Array = _hessian_sum_fn(cfg.row_dof if cfg.row_dof is not None else (-1,) * nefc)(p.M, p.J, w)
+    return out
+
+
+def _hessian_sum(row_dof: tuple[int, ...], m: jax.Array, j: jax.Array, w: jax.Array) -> jax.Array:
+    """(nv, nv, ...) M + Jᵀ diag(w) J summed elementwise, batch axes last: `m` (nv, nv, ...), `j`
+    (nefc, nv, ...), `w` (nefc, ...).
+
+    Weighted row outer products summed elementwise: under vmap the dot form is a batched dot of
+    tiny matrices, which XLA's CPU backend runs matrix by matrix, one call each; a reduction over
+    the rows goes to a YNNPACK library call, several times slower than the one fused loop that a
+    tree of additions of the rows' terms becomes (each term computed in it, never stored). Plain
+    float32 products: no reduced-precision matmul either.
+    """
+    one = np.asarray(row_dof)
     single, several = np.flatnonzero(one >= 0), np.flatnonzero(one < 0)
-    hess = p.M
+    hess = m
     if len(single):
         # a row with one dof adds w J² to that dof's diagonal entry (its other entries are zero)
-        sq, ws = _take(p.J, single) ** 2, _take(w, single)
-        hess = linalg.add_diagonal(hess, _sum_rows(len(single), lambda k: ws[k] * sq[k],
-                                                   lambda: ws[:, None] * sq))
+        sq, ws = _take(j, single) ** 2, _take(w, single)
+        hess = linalg.add_diagonal(hess, _sum_rows(len(single), lambda k: ws[k][None] * sq[k],
+                                                   lambda: ws[:, None] * sq), batch_last=True)
     if len(several):
-        jm = _take(p.J, several)
+        jm = _take(j, several)
         jw = jm * _take(w, several)[:, None]
         hess = hess + _sum_rows(len(several), lambda k: jw[k][:, None] * jm[k][None, :],
                                 lambda: jw[:, :, None] * jm[:, None, :])
     return hess
+
+
+@functools.cache
+def _hessian_sum_fn(row_dof: tuple[int, ...]) -> custom_batching.custom_vmap:
+    """`_hessian_sum` of one problem; under vmap, of the batch with the batch as the minor axis.
+
+    Batch-first, XLA's fused loop over a batch of Hessians runs along a matrix row (nv entries,
+    each term a broadcast of one row's entry); batch-last, every entry is a SIMD loop over the
+    batch with each term's operands contiguous (A/B in CHANGELOG.md). The same products and the
+    same tree of additions in either layout, so the same numbers.
+    """
+
+    @custom_batching.custom_vmap
+    def hessian(m: jax.Array, j: jax.Array, w: jax.Array) -> jax.Array:
+        return _hessian_sum(row_dof, m, j, w)
+
+    @hessian.def_vmap
+    def _(axis_size: int, in_batched: list[bool], m: jax.Array, j: jax.Array,
+          w: jax.Array) -> tuple[jax.Array, bool]:
+        m, j, w = (jnp.moveaxis(x, 0, -1) for x in linalg.batch_front(axis_size, in_batched, m, j, w))
+        return jnp.moveaxis(_hessian_sum(row_dof, m, j, w), -1, 0), True
+
+    return hessian
 
 
 class _Eval(NamedTuple):
