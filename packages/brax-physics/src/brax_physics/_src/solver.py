@@ -308,9 +308,11 @@ def _hessian_sum_fn(row_dof: tuple[int, ...]) -> custom_batching.custom_vmap:
     """`_hessian_sum` of one problem; under vmap, of the batch with the batch as the minor axis.
 
     Batch-first, XLA's fused loop over a batch of Hessians runs along a matrix row (nv entries,
-    each term a broadcast of one row's entry); batch-last, every entry is a SIMD loop over the
-    batch with each term's operands contiguous (A/B in CHANGELOG.md). The same products and the
-    same tree of additions in either layout, so the same numbers.
+    each term a broadcast of one row's entry); batch-last, an entry is a SIMD loop over the batch
+    with each term's operands contiguous. Where XLA fuses part of the sum into a consumer (the copy
+    that lays out LAPACK's operand took the humanoid's several-dof rows), that kernel's loop order
+    decides for that part (profile in CHANGELOG.md). The same products and the same tree of
+    additions in either layout, so the same numbers.
     """
 
     @custom_batching.custom_vmap
