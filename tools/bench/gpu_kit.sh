@@ -7,6 +7,7 @@
 #   run(command="bash tools/bench/gpu_kit.sh ppo", carry=[".whl"], timeout_s=480)
 #   run(command="bash tools/bench/gpu_kit.sh all", carry=[".whl"], timeout_s=540)   # both, one start
 #   run(command="bash tools/bench/gpu_kit.sh probe", carry=[".whl"], timeout_s=590) # why ours is slow there
+#   run(command="bash tools/bench/gpu_kit.sh profile", carry=[".whl"], timeout_s=440) # kernels + our PPO
 #
 # `physics`: `tools/bench/physics.py` for ant and humanoid, ours (MuJoCo's default solver settings
 # and Google brax's env settings for MJX) and MJX (its env settings) at 1024 and 8192 envs; `ppo`:
@@ -89,12 +90,28 @@ case "${1:-}" in
       --backends brax_physics,brax_mjx_env,brax_physics_mjx_env --batches "${PROBE_BATCH:-1024}" --steps 100 \
       --repeats 3 --timeout 60 | tee "$o/humanoid.jsonl" || true
     ;;
+  profile)
+    # One lease's worth (about 420 s of a 15-minute budget): the kernel-level profile of ours and MJX
+    # on ant and humanoid at $PROBE_BATCH envs, then our PPO alone (Google's did not finish in
+    # 115 s on the first lease). Each part under its own wall limit.
+    setup
+    export PYTHONUNBUFFERED=1
+    o="${OUT:-/tmp/out}"
+    for m in ant humanoid; do
+      timeout 130 python3 tools/bench/physics.py --models "$m" --backends brax_physics,brax_mjx_env \
+        --batches "${PROBE_BATCH:-1024}" --steps 100 --repeats 3 --timeout 60 --profile \
+        | tee "$o/profile_$m.jsonl" || true
+    done
+    timeout 140 python3 tools/bench/train.py --agents ppo --envs ant --impls ours \
+      --num-timesteps "${PPO_STEPS:-3000000}" --timeout 130 --set num_envs=4096 --set batch_size=2048 \
+      --set num_minibatches=32 --set num_eval_envs=128 | tee "$o/ppo.jsonl" || true
+    ;;
   ppo)
     setup
     ppo_pair 220
     ;;
   *)
-    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe" >&2
+    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile" >&2
     exit 2
     ;;
 esac
