@@ -8,6 +8,7 @@
 #   run(command="bash tools/bench/gpu_kit.sh all", carry=[".whl"], timeout_s=540)   # both, one start
 #   run(command="bash tools/bench/gpu_kit.sh probe", carry=[".whl"], timeout_s=590) # why ours is slow there
 #   run(command="bash tools/bench/gpu_kit.sh profile", carry=[".whl"], timeout_s=440) # kernels + our PPO
+#   run(command="bash tools/bench/gpu_kit.sh graphs", carry=[".whl"], timeout_s=300)  # host time, graphs
 #
 # `physics`: `tools/bench/physics.py` for ant and humanoid, ours (MuJoCo's default solver settings
 # and Google brax's env settings for MJX) and MJX (its env settings) at 1024 and 8192 envs; `ppo`:
@@ -106,12 +107,31 @@ case "${1:-}" in
       --num-timesteps "${PPO_STEPS:-3000000}" --timeout 130 --set num_envs=4096 --set batch_size=2048 \
       --set num_minibatches=32 --set num_eval_envs=128 | tee "$o/ppo.jsonl" || true
     ;;
+  graphs)
+    # The `profile` lease found our GPU step bound by the host, not the kernels (ant at 1024 envs:
+    # 285 us of kernels in an 852 us step; MJX 343 in 350). Where the host's time goes (the
+    # profile's host_top), with MJX's settings as a second row (fewer Newton trips), and with XLA's
+    # while loops and conditionals inside CUDA graphs (no host round trip per trip).
+    setup
+    export PYTHONUNBUFFERED=1
+    o="${OUT:-/tmp/out}"
+    timeout 110 python3 tools/bench/physics.py --models ant --backends brax_physics,brax_physics_mjx_env \
+      --batches "${PROBE_BATCH:-1024}" --steps 100 --repeats 3 --timeout 50 --profile \
+      | tee "$o/host.jsonl" || true
+    export XLA_FLAGS="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL"
+    timeout 110 python3 tools/bench/physics.py --models ant --backends brax_physics,brax_mjx_env \
+      --batches "${PROBE_BATCH:-1024}" --steps 100 --repeats 3 --timeout 50 --profile \
+      | tee "$o/graphs.jsonl" || true
+    timeout 60 python3 tools/bench/physics.py --models humanoid --backends brax_physics \
+      --batches "${PROBE_BATCH:-1024}" --steps 100 --repeats 3 --timeout 55 \
+      | tee -a "$o/graphs.jsonl" || true
+    ;;
   ppo)
     setup
     ppo_pair 220
     ;;
   *)
-    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile" >&2
+    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile|graphs" >&2
     exit 2
     ;;
 esac

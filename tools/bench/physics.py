@@ -136,7 +136,8 @@ def _kernel_profile(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax
     `kernels_per_step` and `kernel_us_per_step` count the device's kernel and copy events (a GPU's
     stream lines; on a CPU, the XLA client threads' thunks); `top` lists the costliest names as
     [name, per step, microseconds per step]; `cuda_api` the host's CUDA driver calls per step (a
-    while loop's trip copies its predicate to the host: synchronizations show there); `lines` every
+    while loop's trip copies its predicate to the host: synchronizations show there); `host_top`
+    the host's costliest events (nested ones counted in each enclosing one) as `top`; `lines` every
     event line's count and microseconds per step, so an unexpected trace layout still reads."""
     import glob
     import tempfile
@@ -158,6 +159,8 @@ def _kernel_profile(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax
         count: Counter[str] = Counter()
         ns: Counter[str] = Counter()
         api: Counter[str] = Counter()
+        host_count: Counter[str] = Counter()
+        host_ns: Counter[str] = Counter()
         lines: dict[str, list[float]] = {}
         for plane in data.planes:
             device = plane.name.startswith("/device:")
@@ -176,8 +179,12 @@ def _kernel_profile(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax
                     if kernel_line:
                         count[e.name] += 1
                         ns[e.name] += e.duration_ns
-                    elif not device and e.name.startswith("cu"):
-                        api[e.name] += 1
+                    elif not device:
+                        if e.name.startswith("cu"):
+                            api[e.name] += 1
+                        if not e.name.startswith("$"):  # Python's own frames: the tracer's
+                            host_count[e.name] += 1
+                            host_ns[e.name] += e.duration_ns
     return {
         "profile_steps": n,
         "wall_us_per_step": round(wall / n * 1e6, 1),
@@ -185,6 +192,8 @@ def _kernel_profile(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax
         "kernel_us_per_step": round(sum(ns.values()) / n / 1e3, 1),
         "top": [[k, round(count[k] / n, 2), round(v / n / 1e3, 2)] for k, v in ns.most_common(15)],
         "cuda_api": [[k, round(v / n, 2)] for k, v in api.most_common(10)],
+        "host_top": [[k[:120], round(host_count[k] / n, 2), round(v / n / 1e3, 2)]
+                     for k, v in host_ns.most_common(25)],
         "lines": {k: [round(c, 1), round(us, 1)] for k, (c, us) in lines.items() if c},
     }
 
