@@ -126,12 +126,28 @@ case "${1:-}" in
       --batches "${PROBE_BATCH:-1024}" --steps 100 --repeats 3 --timeout 55 \
       | tee -a "$o/graphs.jsonl" || true
     ;;
+  graphab)
+    # linalg.GRAPH_PLATFORMS on the GPU: the factors and solves written out without loops or
+    # cuSOLVER/cuBLAS calls (the `graphs` lease: those calls are launched by the host between
+    # CUDA graphs), then the same with XLA's while loops inside CUDA graphs.
+    setup
+    export PYTHONUNBUFFERED=1
+    o="${OUT:-/tmp/out}"
+    for m in ant humanoid; do
+      timeout 95 python3 tools/bench/ab.py --model "$m" --batch "${PROBE_BATCH:-1024}" \
+        --setting brax_physics._src.linalg:GRAPH_PLATFORMS --values "()" "('cuda',)" --rounds 5 \
+        | tee -a "$o/graphab.jsonl" || true
+    done
+    XLA_FLAGS="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL" timeout 85 python3 tools/bench/ab.py \
+      --model ant --batch "${PROBE_BATCH:-1024}" --setting brax_physics._src.linalg:GRAPH_PLATFORMS \
+      --values "()" "('cuda',)" --rounds 5 | tee -a "$o/graphab_while.jsonl" || true
+    ;;
   ppo)
     setup
     ppo_pair 220
     ;;
   *)
-    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile|graphs" >&2
+    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile|graphs|graphab" >&2
     exit 2
     ;;
 esac

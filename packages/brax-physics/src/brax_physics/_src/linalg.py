@@ -76,6 +76,11 @@ FACTOR_UNROLL_MIN_BATCH = 512
 # others get the linear-algebra library's whole-batch calls. Their loops over rows suit a CPU's
 # SIMD lanes; on a GPU every trip is a round of kernel launches.
 LOOP_PLATFORMS: tuple[str, ...] = ("cpu",)
+# Platforms whose programs run the factors and solves with no loops and no library calls: the
+# left-looking factor's column kernels and the substitution's rows written out one by one. On a GPU
+# each cuSOLVER or cuBLAS call is launched by the host between CUDA graphs, and each loop trip is a
+# host round trip; written out, the kernels can all sit in one graph.
+GRAPH_PLATFORMS: tuple[str, ...] = ()
 # jaxlib 0.10's kMinWorkPerTask: a batched LAPACK call whose batch times its flop estimate
 # (n³/3 for a Cholesky factor, n² for a triangular solve of one right side) is below it runs on
 # the calling thread and never waits on the pool.
@@ -158,11 +163,12 @@ def _factor_left_front(a: jax.Array) -> jax.Array:
     return jnp.moveaxis(_factor_left(jnp.moveaxis(a, 0, -1)), -1, 0)
 
 
-def _substitute(low: jax.Array, b: jax.Array) -> jax.Array:
+def _substitute(low: jax.Array, b: jax.Array, unroll: bool = False) -> jax.Array:
     """(n, B) solution of L Lᵀ x = b for L (n, n, B) lower triangular and b (n, B), batch last.
 
     Forward then back substitution, one row per trip of a `fori_loop` (a loop compiles faster than
-    the unrolled form, and ran faster too); systems of n <= `SMALL_N` unrolled.
+    the unrolled form, and ran faster too on a CPU), or written out row by row when `unroll` (the
+    same operations, no loop); systems of n <= `SMALL_N` unrolled.
     """
     n = low.shape[0]
     if n == 0:  # a model without degrees of freedom
@@ -194,6 +200,13 @@ def _substitute(low: jax.Array, b: jax.Array) -> jax.Array:
         out: jax.Array = jnp.where(row == j, x, jnp.where(row < j, r - lrow * x, r))
         return out
 
+    if unroll:
+        r = b
+        for j in range(n):
+            r = forward(jnp.int32(j), r)
+        for j in range(n):
+            r = backward(jnp.int32(j), r)
+        return r
     y = jax.lax.fori_loop(0, n, forward, b)
     x: jax.Array = jax.lax.fori_loop(0, n, backward, y)
     return x
@@ -308,22 +321,36 @@ def _lowering(n: int, axis_size: int) -> str:
     return "substitute" if axis_size >= SUBSTITUTE_MIN_BATCH else "lapack"
 
 
-def _substitute_front(low: jax.Array, b: jax.Array) -> jax.Array:
+def _substitute_front(low: jax.Array, b: jax.Array, unroll: bool = False) -> jax.Array:
     """(B, n) solutions given factors `low` (B, n, n) and right sides `b` (B, n), batch first."""
-    return jnp.moveaxis(_substitute(jnp.moveaxis(low, 0, -1), jnp.moveaxis(b, 0, -1)), -1, 0)
+    x = _substitute(jnp.moveaxis(low, 0, -1), jnp.moveaxis(b, 0, -1), unroll)
+    return jnp.moveaxis(x, -1, 0)
+
+
+def _graph_substitute(low: jax.Array, b: jax.Array) -> jax.Array:
+    """`_substitute_front` written out row by row (`GRAPH_PLATFORMS`)."""
+    return _substitute_front(low, b, unroll=True)
+
+
+def _graph_solve(a: jax.Array, b: jax.Array) -> jax.Array:
+    """(B, n) solutions of (B, n, n) systems by the left-looking factor and the written-out
+    substitution: no loop, no library call (`GRAPH_PLATFORMS`)."""
+    low = _factor_left(jnp.moveaxis(a, 0, -1))
+    return jnp.moveaxis(_substitute(low, jnp.moveaxis(b, 0, -1), unroll=True), -1, 0)
 
 
 def _loop_or_library(n: int, loop: Callable[..., jax.Array], library: Callable[..., jax.Array],
-                     *xs: jax.Array) -> jax.Array:
+                     graph: Callable[..., jax.Array], *xs: jax.Array) -> jax.Array:
     """`loop(*xs)`, a column or substitution loop over the n rows, in programs lowered for
-    `LOOP_PLATFORMS`; others get `library(*xs)`, the whole batch in cuSOLVER's factor and cuBLAS's
-    triangular solves, since on a GPU each trip of the loop is a round of kernel launches."""
+    `LOOP_PLATFORMS`; `graph(*xs)`, the same written out without loops, for `GRAPH_PLATFORMS`;
+    others get `library(*xs)`, the whole batch in cuSOLVER's factor and cuBLAS's triangular
+    solves, since on a GPU each trip of the loop is a round of kernel launches."""
     if n <= SMALL_N:  # tiny systems: the loops are unrolled on every platform
         return loop(*xs)
-    if not LOOP_PLATFORMS:
+    branches = {name: loop for name in LOOP_PLATFORMS} | {name: graph for name in GRAPH_PLATFORMS}
+    if not branches:
         return library(*xs)
-    out: jax.Array = jax.lax.platform_dependent(*xs, default=library,
-                                                **{name: loop for name in LOOP_PLATFORMS})
+    out: jax.Array = jax.lax.platform_dependent(*xs, default=library, **branches)
     return out
 
 
@@ -348,9 +375,9 @@ def _spd_solve_vmap(axis_size: int, in_batched: list[bool], a: jax.Array,
     how, n = _lowering(a.shape[-1], axis_size), a.shape[-1]
     a, b = batch_front(axis_size, in_batched, a, b)
     if how == "columns":
-        return _loop_or_library(n, _columns_solve, _lapack_solve, a, b), True
+        return _loop_or_library(n, _columns_solve, _lapack_solve, _graph_solve, a, b), True
     if how == "substitute":
-        return _loop_or_library(n, _factor_then_substitute, _lapack_solve, a, b), True
+        return _loop_or_library(n, _factor_then_substitute, _lapack_solve, _graph_solve, a, b), True
     if n <= SMALL_N:
         return jax.vmap(lambda m, r: _solve_with(_factor(m), r))(a, b), True
     return _lapack_solve(a, b), True
@@ -369,7 +396,7 @@ def _cholesky_vmap(axis_size: int, in_batched: list[bool], a: jax.Array) -> tupl
         return jax.vmap(_factor)(a), True
     if n <= FACTOR_UNROLL_MAX_N and axis_size >= (UNROLL_MIN_BATCH if n <= UNROLL_MAX_N
                                                   else FACTOR_UNROLL_MIN_BATCH):
-        return _loop_or_library(n, _factor_left_front, _lapack_factors, a), True
+        return _loop_or_library(n, _factor_left_front, _lapack_factors, _factor_left_front, a), True
     return _lapack_factors(a), True
 
 
@@ -384,7 +411,8 @@ def _cho_solve_vmap(axis_size: int, in_batched: list[bool], low: jax.Array,
     how, n = _lowering(low.shape[-1], axis_size), low.shape[-1]
     low, b = batch_front(axis_size, in_batched, low, b)
     if how in ("columns", "substitute"):
-        return _loop_or_library(n, _substitute_front, _lapack_substitutes, low, b), True
+        return _loop_or_library(n, _substitute_front, _lapack_substitutes, _graph_substitute,
+                                low, b), True
     if n <= SMALL_N:
         return jax.vmap(_solve_with)(low, b), True
     return _lapack_substitutes(low, b), True
