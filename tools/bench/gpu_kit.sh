@@ -142,12 +142,26 @@ case "${1:-}" in
       --model ant --batch "${PROBE_BATCH:-1024}" --setting brax_physics._src.linalg:GRAPH_PLATFORMS \
       --values "()" "('cuda',)" --rounds 5 | tee -a "$o/graphab_while.jsonl" || true
     ;;
+  graphscale)
+    # GRAPH_PLATFORMS (now on for CUDA) off and on at 128 and 8192 ants, then ant at 1024 beside
+    # MJX: about 200 s, the last of a lease's budget.
+    setup
+    export PYTHONUNBUFFERED=1
+    o="${OUT:-/tmp/out}"
+    for b in 128 8192; do
+      timeout 60 python3 tools/bench/ab.py --model ant --batch "$b" \
+        --setting brax_physics._src.linalg:GRAPH_PLATFORMS --values "()" "('cuda',)" --rounds 5 \
+        | tee -a "$o/graphscale.jsonl" || true
+    done
+    timeout 65 python3 tools/bench/physics.py --models ant --backends brax_physics,brax_mjx_env \
+      --batches 1024 --steps 100 --repeats 3 --timeout 32 | tee -a "$o/graphscale.jsonl" || true
+    ;;
   ppo)
     setup
     ppo_pair 220
     ;;
   *)
-    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile|graphs|graphab" >&2
+    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile|graphs|graphab|graphscale" >&2
     exit 2
     ;;
 esac

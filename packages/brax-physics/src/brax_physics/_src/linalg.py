@@ -76,11 +76,13 @@ FACTOR_UNROLL_MIN_BATCH = 512
 # others get the linear-algebra library's whole-batch calls. Their loops over rows suit a CPU's
 # SIMD lanes; on a GPU every trip is a round of kernel launches.
 LOOP_PLATFORMS: tuple[str, ...] = ("cpu",)
-# Platforms whose programs run the factors and solves with no loops and no library calls: the
-# left-looking factor's column kernels and the substitution's rows written out one by one. On a GPU
-# each cuSOLVER or cuBLAS call is launched by the host between CUDA graphs, and each loop trip is a
-# host round trip; written out, the kernels can all sit in one graph.
-GRAPH_PLATFORMS: tuple[str, ...] = ()
+# Platforms whose vmapped factors and solves of n <= GRAPH_MAX_N run with no loops and no library
+# calls, at any batch: the left-looking factor's column kernels and the substitution's rows written
+# out one by one. On a GPU the host launches each cuSOLVER or cuBLAS call between CUDA graphs and
+# waits out each loop trip; written out, the kernels join the graphs. Above GRAPH_MAX_N the
+# written-out forms (~n² kernels) gained nothing on the GPU and doubled its compile time.
+GRAPH_PLATFORMS: tuple[str, ...] = ("cuda",)
+GRAPH_MAX_N = 16
 # jaxlib 0.10's kMinWorkPerTask: a batched LAPACK call whose batch times its flop estimate
 # (n³/3 for a Cholesky factor, n² for a triangular solve of one right side) is below it runs on
 # the calling thread and never waits on the pool.
@@ -340,17 +342,27 @@ def _graph_solve(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 def _loop_or_library(n: int, loop: Callable[..., jax.Array], library: Callable[..., jax.Array],
-                     graph: Callable[..., jax.Array], *xs: jax.Array) -> jax.Array:
+                     *xs: jax.Array) -> jax.Array:
     """`loop(*xs)`, a column or substitution loop over the n rows, in programs lowered for
-    `LOOP_PLATFORMS`; `graph(*xs)`, the same written out without loops, for `GRAPH_PLATFORMS`;
-    others get `library(*xs)`, the whole batch in cuSOLVER's factor and cuBLAS's triangular
-    solves, since on a GPU each trip of the loop is a round of kernel launches."""
+    `LOOP_PLATFORMS`; others get `library(*xs)`, the whole batch in cuSOLVER's factor and cuBLAS's
+    triangular solves, since on a GPU each trip of the loop is a round of kernel launches."""
     if n <= SMALL_N:  # tiny systems: the loops are unrolled on every platform
         return loop(*xs)
-    branches = {name: loop for name in LOOP_PLATFORMS} | {name: graph for name in GRAPH_PLATFORMS}
-    if not branches:
+    if not LOOP_PLATFORMS:
         return library(*xs)
-    out: jax.Array = jax.lax.platform_dependent(*xs, default=library, **branches)
+    out: jax.Array = jax.lax.platform_dependent(*xs, default=library,
+                                                **{name: loop for name in LOOP_PLATFORMS})
+    return out
+
+
+def _or_graph(n: int, chosen: Callable[..., jax.Array], graph: Callable[..., jax.Array],
+              *xs: jax.Array) -> jax.Array:
+    """`graph(*xs)`, the form without loops or library calls, in programs lowered for
+    `GRAPH_PLATFORMS` when SMALL_N < n <= GRAPH_MAX_N; `chosen(*xs)` everywhere else."""
+    if n <= SMALL_N or n > GRAPH_MAX_N or not GRAPH_PLATFORMS:
+        return chosen(*xs)
+    out: jax.Array = jax.lax.platform_dependent(*xs, default=chosen,
+                                                **{name: graph for name in GRAPH_PLATFORMS})
     return out
 
 
@@ -372,15 +384,21 @@ def _lapack_solve(a: jax.Array, b: jax.Array) -> jax.Array:
 @_spd_solve_p.def_vmap
 def _spd_solve_vmap(axis_size: int, in_batched: list[bool], a: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
-    how, n = _lowering(a.shape[-1], axis_size), a.shape[-1]
     a, b = batch_front(axis_size, in_batched, a, b)
+    return _or_graph(a.shape[-1], functools.partial(_chosen_solve, axis_size), _graph_solve, a, b), True
+
+
+def _chosen_solve(axis_size: int, a: jax.Array, b: jax.Array) -> jax.Array:
+    """(B, n) solutions of (B, n, n) systems, batch first, by `_lowering`'s choice."""
+    how, n = _lowering(a.shape[-1], axis_size), a.shape[-1]
     if how == "columns":
-        return _loop_or_library(n, _columns_solve, _lapack_solve, _graph_solve, a, b), True
+        return _loop_or_library(n, _columns_solve, _lapack_solve, a, b)
     if how == "substitute":
-        return _loop_or_library(n, _factor_then_substitute, _lapack_solve, _graph_solve, a, b), True
+        return _loop_or_library(n, _factor_then_substitute, _lapack_solve, a, b)
     if n <= SMALL_N:
-        return jax.vmap(lambda m, r: _solve_with(_factor(m), r))(a, b), True
-    return _lapack_solve(a, b), True
+        out: jax.Array = jax.vmap(lambda m, r: _solve_with(_factor(m), r))(a, b)
+        return out
+    return _lapack_solve(a, b)
 
 
 @custom_batching.custom_vmap
@@ -391,13 +409,19 @@ def _cholesky_p(a: jax.Array) -> jax.Array:
 @_cholesky_p.def_vmap
 def _cholesky_vmap(axis_size: int, in_batched: list[bool], a: jax.Array) -> tuple[jax.Array, bool]:
     (a,) = batch_front(axis_size, in_batched, a)
+    return _or_graph(a.shape[-1], functools.partial(_chosen_factors, axis_size), _factor_left_front, a), True
+
+
+def _chosen_factors(axis_size: int, a: jax.Array) -> jax.Array:
+    """(B, n, n) factors of (B, n, n) matrices, batch first, by the module docstring's rule."""
     n = a.shape[-1]
     if n <= SMALL_N:
-        return jax.vmap(_factor)(a), True
+        out: jax.Array = jax.vmap(_factor)(a)
+        return out
     if n <= FACTOR_UNROLL_MAX_N and axis_size >= (UNROLL_MIN_BATCH if n <= UNROLL_MAX_N
                                                   else FACTOR_UNROLL_MIN_BATCH):
-        return _loop_or_library(n, _factor_left_front, _lapack_factors, _factor_left_front, a), True
-    return _lapack_factors(a), True
+        return _loop_or_library(n, _factor_left_front, _lapack_factors, a)
+    return _lapack_factors(a)
 
 
 @custom_batching.custom_vmap
@@ -408,14 +432,20 @@ def _cho_solve_p(low: jax.Array, b: jax.Array) -> jax.Array:
 @_cho_solve_p.def_vmap
 def _cho_solve_vmap(axis_size: int, in_batched: list[bool], low: jax.Array,
                     b: jax.Array) -> tuple[jax.Array, bool]:
-    how, n = _lowering(low.shape[-1], axis_size), low.shape[-1]
     low, b = batch_front(axis_size, in_batched, low, b)
+    chosen = functools.partial(_chosen_substitutes, axis_size)
+    return _or_graph(low.shape[-1], chosen, _graph_substitute, low, b), True
+
+
+def _chosen_substitutes(axis_size: int, low: jax.Array, b: jax.Array) -> jax.Array:
+    """(B, n) solutions given factors (B, n, n) and right sides (B, n), by `_lowering`'s choice."""
+    how, n = _lowering(low.shape[-1], axis_size), low.shape[-1]
     if how in ("columns", "substitute"):
-        return _loop_or_library(n, _substitute_front, _lapack_substitutes, _graph_substitute,
-                                low, b), True
+        return _loop_or_library(n, _substitute_front, _lapack_substitutes, low, b)
     if n <= SMALL_N:
-        return jax.vmap(_solve_with)(low, b), True
-    return _lapack_substitutes(low, b), True
+        out: jax.Array = jax.vmap(_solve_with)(low, b)
+        return out
+    return _lapack_substitutes(low, b)
 
 
 def _matvec(a: jax.Array, x: jax.Array) -> jax.Array:
