@@ -272,7 +272,8 @@ def test_large_batched_cholesky_is_the_left_looking_factor(batch: int, n: int,
     """Under vmap from UNROLL_MIN_BATCH (n <= UNROLL_MAX_N) or FACTOR_UNROLL_MIN_BATCH systems on,
     `cholesky` on a CPU is `_factor_left`: no LAPACK call, numpy's factor, the same numbers as the
     right-looking column form, NaN for a matrix that is not positive definite; lowered for CUDA it
-    is one whole-batch cuSOLVER factor; FACTOR_UNROLL_MAX_N 0 turns it off."""
+    is one whole-batch cuSOLVER factor above GRAPH_MAX_N (at or below it, `_factor_left` too);
+    FACTOR_UNROLL_MAX_N 0 turns it off."""
     m_np, _ = _spd(np.random.default_rng(n), batch, n)
     m_np[5] = -m_np[5]
     m = jnp.asarray(m_np)
@@ -286,7 +287,7 @@ def test_large_batched_cholesky_is_the_left_looking_factor(batch: int, n: int,
     columns = jax.jit(lambda a: jnp.moveaxis(linalg._factor_columns(jnp.moveaxis(a, 0, -1)), -1, 0))
     np.testing.assert_array_equal(got[keep], np.asarray(columns(m[keep])))
     spec = jax.ShapeDtypeStruct((batch, n, n), jnp.float32)  # type: ignore[no-untyped-call]
-    assert _factor_and_solve_batches(f, "cuda", spec) == [batch]
+    assert _factor_and_solve_batches(f, "cuda", spec) == ([] if n <= linalg.GRAPH_MAX_N else [batch])
     assert _factor_and_solve_batches(f, "cpu", spec) == []
     monkeypatch.setattr(linalg, "FACTOR_UNROLL_MAX_N", 0)
     assert _factor_and_solve_batches(jax.vmap(linalg.cholesky), "cpu", spec)  # LAPACK's, in chunks
@@ -296,8 +297,9 @@ def test_large_batched_cholesky_is_the_left_looking_factor(batch: int, n: int,
                                        ("cho_solve", 27)])
 def test_accelerators_get_library_solves_not_loops(fn: str, n: int) -> None:
     """The column form (n <= UNROLL_MAX_N) and the batch-last substitution (above it) loop over rows,
-    which suits a CPU's SIMD lanes; lowered for CUDA the same vmapped solve is cuSOLVER's factor and
-    two whole-batch triangular solves, with no loop, while the CPU keeps its loop."""
+    which suits a CPU's SIMD lanes; lowered for CUDA the same vmapped solve has no loop: above
+    GRAPH_MAX_N cuSOLVER's factor and two whole-batch triangular solves, at or below it no library
+    call either (the written-out forms); the CPU keeps its loop."""
     batch = 1024
     assert batch >= max(linalg.UNROLL_MIN_BATCH, linalg.SUBSTITUTE_MIN_BATCH)
     spec = jax.ShapeDtypeStruct
@@ -311,13 +313,14 @@ def test_accelerators_get_library_solves_not_loops(fn: str, n: int) -> None:
     assert "stablehlo.while" in lowered("cpu")
     assert "stablehlo.while" not in lowered("cuda")
     # spd_solve factors (one potrf) and substitutes (two solves); cho_solve only substitutes
-    want = [batch] * (3 if fn == "spd_solve" else 2)
+    want = [batch] * (3 if fn == "spd_solve" else 2) if n > linalg.GRAPH_MAX_N else []
     assert _factor_and_solve_batches(f, "cuda", *args) == want
 
 
 def test_loop_platforms_choose_the_lowering(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`LOOP_PLATFORMS` decides per platform: listed, CUDA gets the row loop; empty, the CPU gets
-    the library's calls."""
+    """`LOOP_PLATFORMS` decides per platform (with `GRAPH_PLATFORMS` empty): listed, CUDA gets the
+    row loop; empty, the CPU gets the library's calls."""
+    monkeypatch.setattr(linalg, "GRAPH_PLATFORMS", ())
     spec = jax.ShapeDtypeStruct
     args = (spec((1024, 14, 14), jnp.float32), spec((1024, 14), jnp.float32))  # type: ignore[no-untyped-call]
 
@@ -329,6 +332,36 @@ def test_loop_platforms_choose_the_lowering(monkeypatch: pytest.MonkeyPatch) -> 
     assert has_loop("cuda") and has_loop("cpu")
     monkeypatch.setattr(linalg, "LOOP_PLATFORMS", ())
     assert not has_loop("cpu") and not has_loop("cuda")
+
+
+@pytest.mark.parametrize("batch", [8, linalg.UNROLL_MIN_BATCH])  # the CPU's LAPACK, its column form
+def test_graph_platforms_write_the_solves_out(batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A platform in `GRAPH_PLATFORMS` (here the CPU) gets vmapped factors and solves of n <=
+    GRAPH_MAX_N with no loop and no library call, at any batch: numpy's answers, and the column
+    forms' numbers up to float32 rounding (the same operations, fused differently); above
+    GRAPH_MAX_N the platform's usual lowering."""
+    n = linalg.GRAPH_MAX_N - 2
+    m_np, b_np = _spd(np.random.default_rng(batch), batch, n)
+    m, b = jnp.asarray(m_np), jnp.asarray(b_np)
+    calls: dict[str, tuple[Callable[..., jax.Array], tuple[jax.Array, ...]]] = {
+        "cholesky": (jax.vmap(linalg.cholesky), (m,)),
+        "spd_solve": (jax.vmap(linalg.spd_solve), (m, b)),
+        "cho_solve": (jax.vmap(linalg.cho_solve), (m, jax.vmap(linalg.cholesky)(m), b)),
+    }
+    columns = {"cholesky": linalg._factor_left_front(m), "spd_solve": linalg._columns_solve(m, b),
+               "cho_solve": linalg._substitute_front(linalg._factor_left_front(m), b)}
+    monkeypatch.setattr(linalg, "GRAPH_PLATFORMS", ("cpu",))
+    for name, (f, args) in calls.items():
+        hlo = _hlo(f, *args)
+        assert _LAPACK_CALL not in hlo and " while(" not in hlo, name
+        got = np.asarray(jax.jit(f)(*args))
+        np.testing.assert_allclose(got, np.asarray(columns[name]), rtol=1e-5, atol=1e-6, err_msg=name)
+        if name == "cholesky":
+            np.testing.assert_allclose(got, np.linalg.cholesky(m_np.astype(np.float64)), rtol=1e-4, atol=1e-4)
+        else:
+            np.testing.assert_allclose(got, _expected(m_np, b_np), rtol=3e-4, atol=3e-5)
+    big, _ = _spd(np.random.default_rng(1), 8, linalg.GRAPH_MAX_N + 1)
+    assert _LAPACK_CALL in _hlo(jax.vmap(linalg.cholesky), jnp.asarray(big))
 
 
 def test_many_concurrent_batched_solves_complete() -> None:
