@@ -27,7 +27,9 @@ chunk's call again, past the limit; the pipeline vmaps once. The split is the CP
 So do the column and substitution forms (`LOOP_PLATFORMS`): on a GPU each trip of their loop over
 rows is a round of kernel launches (a step has several such loops, two inside every Newton
 iteration), where cuSOLVER's batched factor and cuBLAS's batched triangular solves are a few
-kernels each.
+kernels each. For n <= `GRAPH_MAX_N` a GPU (`GRAPH_PLATFORMS`) takes neither: the left-looking
+factor and the substitution written out without a loop, since the host launches each library call
+between the CUDA graphs that hold the rest of the step.
 
 Differentiation: solves are `lax.custom_linear_solve`s, so their derivatives are implicit (the
 JVP solves again with the same factor, reverse mode transposes the solve) and flow through the

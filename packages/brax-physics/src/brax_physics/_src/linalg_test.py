@@ -334,13 +334,12 @@ def test_loop_platforms_choose_the_lowering(monkeypatch: pytest.MonkeyPatch) -> 
     assert not has_loop("cpu") and not has_loop("cuda")
 
 
-@pytest.mark.parametrize("batch", [8, linalg.UNROLL_MIN_BATCH])  # the CPU's LAPACK, its column form
-def test_graph_platforms_write_the_solves_out(batch: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_graph_platforms_write_the_solves_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """A platform in `GRAPH_PLATFORMS` (here the CPU) gets vmapped factors and solves of n <=
-    GRAPH_MAX_N with no loop and no library call, at any batch: numpy's answers, and the column
-    forms' numbers up to float32 rounding (the same operations, fused differently); above
-    GRAPH_MAX_N the platform's usual lowering."""
-    n = linalg.GRAPH_MAX_N - 2
+    GRAPH_MAX_N with no loop and no library call, at any batch (here one where the CPU takes
+    LAPACK): numpy's answers, and the column forms' numbers up to float32 rounding (the same
+    operations, fused differently); above GRAPH_MAX_N the platform's usual lowering."""
+    n, batch = linalg.SMALL_N + 3, 8  # the compile grows as n²
     m_np, b_np = _spd(np.random.default_rng(batch), batch, n)
     m, b = jnp.asarray(m_np), jnp.asarray(b_np)
     calls: dict[str, tuple[Callable[..., jax.Array], tuple[jax.Array, ...]]] = {
