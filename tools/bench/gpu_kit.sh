@@ -9,6 +9,7 @@
 #   run(command="bash tools/bench/gpu_kit.sh probe", carry=[".whl"], timeout_s=590) # why ours is slow there
 #   run(command="bash tools/bench/gpu_kit.sh profile", carry=[".whl"], timeout_s=440) # kernels + our PPO
 #   run(command="bash tools/bench/gpu_kit.sh graphs", carry=[".whl"], timeout_s=300)  # host time, graphs
+#   run(command="bash tools/bench/gpu_kit.sh trips", carry=[".whl"], timeout_s=360)   # next loan's A/Bs
 #
 # `physics`: `tools/bench/physics.py` for ant and humanoid, ours (MuJoCo's default solver settings
 # and Google brax's env settings for MJX) and MJX (its env settings) at 1024 and 8192 envs; `ppo`:
@@ -156,12 +157,33 @@ case "${1:-}" in
     timeout 65 python3 tools/bench/physics.py --models ant --backends brax_physics,brax_mjx_env \
       --batches 1024 --steps 100 --repeats 3 --timeout 32 | tee -a "$o/graphscale.jsonl" || true
     ;;
+  trips)
+    # For the next loan (prepared, not yet run): solver.ITERATIONS_PER_TRIP on CUDA (Newton
+    # iterations per host round trip of the vmapped loop; the `graphs` loan found the step
+    # host-bound), then the buffer bytes per env of ours and MJX (the `profile` loan's humanoid:
+    # 41.8 MB against MJX's 12.4 MB at 1024 envs), then ant with XLA's while loops in CUDA graphs
+    # now that the ant's loop body has no library call. About 330 s.
+    setup
+    export PYTHONUNBUFFERED=1
+    o="${OUT:-/tmp/out}"
+    for m in ant humanoid; do
+      timeout 100 python3 tools/bench/ab.py --model "$m" --batch "${PROBE_BATCH:-1024}" \
+        --setting brax_physics._src.solver:ITERATIONS_PER_TRIP --values "{}" "{'cuda': 2}" \
+        "{'cuda': 3}" --rounds 5 | tee -a "$o/trips.jsonl" || true
+    done
+    timeout 70 python3 tools/bench/physics.py --models humanoid --backends brax_physics,brax_mjx_env \
+      --batches "${PROBE_BATCH:-1024}" --steps 20 --repeats 1 --timeout 34 --memory \
+      | tee -a "$o/memory.jsonl" || true
+    XLA_FLAGS="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL" timeout 45 python3 \
+      tools/bench/physics.py --models ant --backends brax_physics --batches "${PROBE_BATCH:-1024}" \
+      --steps 100 --repeats 3 --timeout 40 | tee -a "$o/while.jsonl" || true
+    ;;
   ppo)
     setup
     ppo_pair 220
     ;;
   *)
-    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile|graphs|graphab|graphscale" >&2
+    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile|graphs|graphab|graphscale|trips" >&2
     exit 2
     ;;
 esac
