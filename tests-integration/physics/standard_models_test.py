@@ -194,16 +194,19 @@ def test_two_cpu_devices_shard_map_does_not_hang(name: str) -> None:
 def test_step_lowers_for_gpu_and_tpu(name: str) -> None:
     """The vmapped step lowers for CUDA and TPU (no accelerator needed: `jax.export`): nothing in it
     is CPU-only, and the CPU's LAPACK chunking (brax_physics linalg) stays on the CPU: cuSOLVER
-    factors the whole batch per call, and for n <= linalg.GRAPH_MAX_N (the ant) not at all."""
+    factors the whole batch per call, and for n <= linalg.GRAPH_MAX_N (the ant) not at all. On a
+    GPU every loop trip is a host round trip: the CUDA program's only loop is the Newton solve's."""
     sys = bp.load_mjcf(ASSETS / f"{name}.xml")
     batch = 1024
     state = jax.eval_shape(lambda: jax.vmap(lambda _: bp.init(sys))(jnp.arange(batch)))
     ctrl = jax.ShapeDtypeStruct((batch, sys.nu), jnp.float32)  # type: ignore[no-untyped-call]
     step = jax.jit(jax.vmap(lambda s, u: bp.step(sys, s, u)))
-    targets = {}
+    targets, loops = {}, {}
     for platform in ("cuda", "tpu"):
         text = jax.export.export(step, platforms=[platform])(state, ctrl).mlir_module()
         targets[platform] = re.findall(r"custom_call @(\w+)\(.*?: \(tensor<([\dx]+)", text)
+        loops[platform] = text.count("stablehlo.while")
+    assert loops["cuda"] == 1, loops
     assert targets["tpu"] == [], targets["tpu"]  # plain HLO throughout
     # mass-matrix factors take the whole batch, the Newton solve's factors (n > 16) its work
     # queue's slots, a quarter of it: no call takes a CPU-sized chunk
