@@ -48,6 +48,15 @@ ppo_pair() {
     | tee "${OUT:-/tmp/out}/ppo.jsonl"
 }
 
+# `ab.py` on the GPU, its line appended to $OUT/$4: $1 seconds, $2 model, $3 batch, $5 setting, the
+# rest its values (5 rounds).
+ab_gpu() {
+  local limit=$1 model=$2 batch=$3 out=$4 setting=$5
+  shift 5
+  timeout "$limit" python3 tools/bench/ab.py --model "$model" --batch "$batch" --setting "$setting" \
+    --values "$@" --rounds 5 | tee -a "${OUT:-/tmp/out}/$out" || true
+}
+
 case "${1:-}" in
   fetch)
     grep -qx "/$WHEELS/" .git/info/exclude 2>/dev/null || echo "/$WHEELS/" >> .git/info/exclude
@@ -133,15 +142,12 @@ case "${1:-}" in
     # CUDA graphs), then the same with XLA's while loops inside CUDA graphs.
     setup
     export PYTHONUNBUFFERED=1
-    o="${OUT:-/tmp/out}"
     for m in ant humanoid; do
-      timeout 95 python3 tools/bench/ab.py --model "$m" --batch "${PROBE_BATCH:-1024}" \
-        --setting brax_physics._src.linalg:GRAPH_PLATFORMS --values "()" "('cuda',)" --rounds 5 \
-        | tee -a "$o/graphab.jsonl" || true
+      ab_gpu 95 "$m" "${PROBE_BATCH:-1024}" graphab.jsonl brax_physics._src.linalg:GRAPH_PLATFORMS \
+        "()" "('cuda',)"
     done
-    XLA_FLAGS="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL" timeout 85 python3 tools/bench/ab.py \
-      --model ant --batch "${PROBE_BATCH:-1024}" --setting brax_physics._src.linalg:GRAPH_PLATFORMS \
-      --values "()" "('cuda',)" --rounds 5 | tee -a "$o/graphab_while.jsonl" || true
+    XLA_FLAGS="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL" ab_gpu 85 ant "${PROBE_BATCH:-1024}" \
+      graphab_while.jsonl brax_physics._src.linalg:GRAPH_PLATFORMS "()" "('cuda',)"
     ;;
   graphscale)
     # GRAPH_PLATFORMS (now on for CUDA) off and on at 128 and 8192 ants, then ant at 1024 beside
@@ -150,9 +156,7 @@ case "${1:-}" in
     export PYTHONUNBUFFERED=1
     o="${OUT:-/tmp/out}"
     for b in 128 8192; do
-      timeout 60 python3 tools/bench/ab.py --model ant --batch "$b" \
-        --setting brax_physics._src.linalg:GRAPH_PLATFORMS --values "()" "('cuda',)" --rounds 5 \
-        | tee -a "$o/graphscale.jsonl" || true
+      ab_gpu 60 ant "$b" graphscale.jsonl brax_physics._src.linalg:GRAPH_PLATFORMS "()" "('cuda',)"
     done
     timeout 65 python3 tools/bench/physics.py --models ant --backends brax_physics,brax_mjx_env \
       --batches 1024 --steps 100 --repeats 3 --timeout 32 | tee -a "$o/graphscale.jsonl" || true
@@ -167,9 +171,8 @@ case "${1:-}" in
     export PYTHONUNBUFFERED=1
     o="${OUT:-/tmp/out}"
     for m in ant humanoid; do
-      timeout 100 python3 tools/bench/ab.py --model "$m" --batch "${PROBE_BATCH:-1024}" \
-        --setting brax_physics._src.solver:ITERATIONS_PER_TRIP --values "{}" "{'cuda': 2}" \
-        "{'cuda': 3}" --rounds 5 | tee -a "$o/trips.jsonl" || true
+      ab_gpu 100 "$m" "${PROBE_BATCH:-1024}" trips.jsonl brax_physics._src.solver:ITERATIONS_PER_TRIP \
+        "{}" "{'cuda': 2}" "{'cuda': 3}"
     done
     timeout 70 python3 tools/bench/physics.py --models humanoid --backends brax_physics,brax_mjx_env \
       --batches "${PROBE_BATCH:-1024}" --steps 20 --repeats 1 --timeout 34 --memory \
