@@ -9,7 +9,7 @@
 #   run(command="bash tools/bench/gpu_kit.sh probe", carry=[".whl"], timeout_s=590) # why ours is slow there
 #   run(command="bash tools/bench/gpu_kit.sh profile", carry=[".whl"], timeout_s=440) # kernels + our PPO
 #   run(command="bash tools/bench/gpu_kit.sh graphs", carry=[".whl"], timeout_s=300)  # host time, graphs
-#   run(command="bash tools/bench/gpu_kit.sh trips", carry=[".whl"], timeout_s=360)   # next loan's A/Bs
+#   run(command="bash tools/bench/gpu_kit.sh trips", carry=[".whl"], timeout_s=420)   # next loan's A/Bs
 #
 # `physics`: `tools/bench/physics.py` for ant and humanoid, ours (MuJoCo's default solver settings
 # and Google brax's env settings for MJX) and MJX (its env settings) at 1024 and 8192 envs; `ppo`:
@@ -166,7 +166,8 @@ case "${1:-}" in
     # iterations per host round trip of the vmapped loop; the `graphs` loan found the step
     # host-bound), then the buffer bytes per env of ours and MJX (the `profile` loan's humanoid:
     # 41.8 MB against MJX's 12.4 MB at 1024 envs), then ant with XLA's while loops in CUDA graphs
-    # now that the ant's loop body has no library call. About 330 s.
+    # now that the ant's loop body has no library call, and the humanoid's buffer assignment.
+    # About 390 s.
     setup
     export PYTHONUNBUFFERED=1
     o="${OUT:-/tmp/out}"
@@ -180,6 +181,12 @@ case "${1:-}" in
     XLA_FLAGS="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL" timeout 45 python3 \
       tools/bench/physics.py --models ant --backends brax_physics --batches "${PROBE_BATCH:-1024}" \
       --steps 100 --repeats 3 --timeout 40 | tee -a "$o/while.jsonl" || true
+    # which buffers the humanoid's GPU program holds: XLA's buffer assignment, read back here
+    XLA_FLAGS="--xla_dump_to=/tmp/xla_humanoid --xla_dump_hlo_module_re=.*rollout.*" timeout 60 \
+      python3 tools/bench/physics.py --models humanoid --backends brax_physics \
+      --batches "${PROBE_BATCH:-1024}" --steps 20 --repeats 1 --timeout 55 || true
+    f=$(ls -S /tmp/xla_humanoid/*after_optimizations-buffer-assignment.txt | head -1) \
+      && gzip -c "$f" > "$o/humanoid_buffers.txt.gz" || true
     ;;
   ppo)
     setup
