@@ -14,7 +14,8 @@ compiles run in the order given; the first compile of a process carries one-time
 compare compile seconds only with the order also reversed. Several settings that only make sense
 together go comma-separated, each value then a tuple with one entry per setting:
 `--setting brax_physics._src.linalg:UNROLL_MAX_N,brax_physics._src.linalg:UNROLL_MIN_BATCH
---values "(16, 128)" "(24, 64)"`.
+--values "(16, 128)" "(24, 64)"`. Through `hatch run`, which formats its arguments again, a dict
+literal's braces are doubled: `--values "{{}}" "{{'cuda': 2}}"`.
 
 A code change: a value `@REV` is the setting's attribute (a function, a class) as its module defines
 it at git revision REV, and `@` the one loaded now: `--setting brax_physics._src.solver:_hessian
