@@ -338,7 +338,8 @@ def test_graph_platforms_write_the_solves_out(monkeypatch: pytest.MonkeyPatch) -
     """A platform in `GRAPH_PLATFORMS` (here the CPU) gets vmapped factors and solves of n <=
     GRAPH_MAX_N with no loop and no library call, at any batch (here one where the CPU takes
     LAPACK): numpy's answers, and the column forms' numbers up to float32 rounding (the same
-    operations, fused differently); above GRAPH_MAX_N the platform's usual lowering."""
+    operations, fused differently), and the library's gradients; above GRAPH_MAX_N the platform's
+    usual lowering."""
     n, batch = linalg.SMALL_N + 3, 8  # the compile grows as n²
     m_np, b_np = _spd(np.random.default_rng(batch), batch, n)
     m, b = jnp.asarray(m_np), jnp.asarray(b_np)
@@ -361,6 +362,13 @@ def test_graph_platforms_write_the_solves_out(monkeypatch: pytest.MonkeyPatch) -
             np.testing.assert_allclose(got, _expected(m_np, b_np), rtol=3e-4, atol=3e-5)
     big, _ = _spd(np.random.default_rng(1), 8, linalg.GRAPH_MAX_N + 1)
     assert _LAPACK_CALL in _hlo(jax.vmap(linalg.cholesky), jnp.asarray(big))
+    # gradients through the written-out solves (implicit: the solve again) equal the library's
+    w = np.random.default_rng(2).normal(size=(n,)).astype(np.float32)
+    grad = jax.vmap(jax.grad(_loss("cho_solve", w), argnums=(0, 1)))
+    got_g = jax.jit(grad)(m, b)
+    monkeypatch.setattr(linalg, "GRAPH_PLATFORMS", ())
+    for g, want_g in zip(got_g, jax.jit(grad)(m, b), strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(want_g), rtol=1e-4, atol=1e-5)
 
 
 def test_many_concurrent_batched_solves_complete() -> None:
