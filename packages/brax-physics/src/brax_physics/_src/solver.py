@@ -637,8 +637,9 @@ QUEUE_SLOT_FRACTION = 16
 QUEUE_PLATFORMS: tuple[str, ...] = ("cpu",)
 # Newton iterations per trip of the plain vmapped loop, by platform (absent: one). A vmapped loop
 # trips as often as its slowest problem iterates; on a GPU each trip is a round of graph launches
-# and a host synchronization, so k iterations per trip (the ones past a problem's last discarded)
-# trade up to k - 1 iterations' kernels for fewer round trips. Not measured on a GPU yet: empty.
+# and a host synchronization, so k iterations per trip (those past a problem's stop computed and
+# discarded) trade up to k - 1 iterations' kernels for fewer round trips. A platform that also
+# queues (QUEUE_PLATFORMS) does so from QUEUE_MIN_BATCH problems on. Not measured on a GPU yet.
 ITERATIONS_PER_TRIP: dict[str, int] = {}
 
 
