@@ -9,7 +9,8 @@
 #   run(command="bash tools/bench/gpu_kit.sh probe", carry=[".whl"], timeout_s=590) # why ours is slow there
 #   run(command="bash tools/bench/gpu_kit.sh profile", carry=[".whl"], timeout_s=440) # kernels + our PPO
 #   run(command="bash tools/bench/gpu_kit.sh graphs", carry=[".whl"], timeout_s=300)  # host time, graphs
-#   run(command="bash tools/bench/gpu_kit.sh trips", carry=[".whl"], timeout_s=420)   # next loan's A/Bs
+#   run(command="bash tools/bench/gpu_kit.sh trips", carry=[".whl"], timeout_s=420)   # trips, buffers
+#   run(command="bash tools/bench/gpu_kit.sh fused", carry=[".whl"], timeout_s=560)   # batched dots
 #
 # `physics`: `tools/bench/physics.py` for ant and humanoid, ours (MuJoCo's default solver settings
 # and Google brax's env settings for MJX) and MJX (its env settings) at 1024 and 8192 envs; `ppo`:
@@ -162,7 +163,7 @@ case "${1:-}" in
       --batches 1024 --steps 100 --repeats 3 --timeout 32 | tee -a "$o/graphscale.jsonl" || true
     ;;
   trips)
-    # For the next loan (prepared, not yet run): solver.ITERATIONS_PER_TRIP on CUDA (Newton
+    # solver.ITERATIONS_PER_TRIP on CUDA (Newton
     # iterations per host round trip of the vmapped loop; the `graphs` loan found the step
     # host-bound), then the buffer bytes per env of ours and MJX (the `profile` loan's humanoid:
     # 41.8 MB against MJX's 12.4 MB at 1024 envs), then ant with XLA's while loops in CUDA graphs
@@ -188,12 +189,32 @@ case "${1:-}" in
     f=$(ls -S /tmp/xla_humanoid/*after_optimizations-buffer-assignment.txt | head -1) \
       && gzip -c "$f" > "$o/humanoid_buffers.txt.gz" || true
     ;;
+  fused)
+    # The `trips` loan's buffer assignment: the humanoid's 41.8 MB at 1024 envs held a cuBLAS
+    # workspace of 32 MiB for one batched dot (the mass matrix's product), whatever the batch.
+    # com.FUSED_PLATFORMS (on for CUDA) runs such dots as multiply-and-sums: its A/B, then the
+    # buffer bytes split into per-env and fixed parts (ours and MJX), then the humanoid's host
+    # time. About 500 s.
+    setup
+    export PYTHONUNBUFFERED=1
+    o="${OUT:-/tmp/out}"
+    ab_gpu 110 humanoid "${PROBE_BATCH:-1024}" fused.jsonl brax_physics._src.com:FUSED_PLATFORMS "()" "('cuda',)"
+    ab_gpu 90 ant "${PROBE_BATCH:-1024}" fused.jsonl brax_physics._src.com:FUSED_PLATFORMS "()" "('cuda',)"
+    for m in humanoid ant; do
+      timeout 130 python3 tools/bench/physics.py --models "$m" --backends brax_physics,brax_mjx_env \
+        --batches "${PROBE_BATCH:-1024}" --steps 20 --repeats 1 --timeout 64 --memory \
+        | tee -a "$o/memory.jsonl" || true
+    done
+    timeout 75 python3 tools/bench/physics.py --models humanoid --backends brax_physics \
+      --batches "${PROBE_BATCH:-1024}" --steps 100 --repeats 3 --timeout 70 --profile \
+      | tee "$o/profile_humanoid.jsonl" || true
+    ;;
   ppo)
     setup
     ppo_pair 220
     ;;
   *)
-    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile|graphs|graphab|graphscale|trips" >&2
+    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile|graphs|graphab|graphscale|trips|fused" >&2
     exit 2
     ;;
 esac

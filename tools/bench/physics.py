@@ -113,14 +113,27 @@ def _memory_per_env(step: Callable[[Any, jax.Array], Any], state: Any, ctrl: jax
                     sharded: bool) -> dict[str, int]:
     """XLA buffer bytes per env of the rollout (compiled, not run): `bytes_per_env_q` returns the
     positions only, so XLA keeps just what a step reads from its state; `bytes_per_env_state` returns
-    the whole state, as an RL environment's state persists between calls."""
+    the whole state, as an RL environment's state persists between calls; `marginal_bytes_per_env_q`
+    and `fixed_bytes_q` split the first by compiling it again at twice the batch."""
     out = {}
-    envs_per_program = ctrl.shape[0] // (len(jax.devices()) if sharded else 1)
-    for field, whole in (("bytes_per_env_q", False), ("bytes_per_env_state", True)):
+    batch = ctrl.shape[0]
+    envs_per_program = batch // (len(jax.devices()) if sharded else 1)
+
+    def bytes_of(whole: bool, st: Any, u: jax.Array) -> int:
         rollout = _rollout(step, steps, whole)
-        fn, args = _sharded(rollout, (state, ctrl)) if sharded else (rollout, (state, ctrl))
-        compiled = jax.jit(fn).lower(*args).compile()
-        out[field] = _buffer_bytes(compiled) // envs_per_program
+        fn, args = _sharded(rollout, (st, u)) if sharded else (rollout, (st, u))
+        return _buffer_bytes(jax.jit(fn).lower(*args).compile())
+
+    whole_q = bytes_of(False, state, ctrl)
+    out["bytes_per_env_q"] = whole_q // envs_per_program
+    out["bytes_per_env_state"] = bytes_of(True, state, ctrl) // envs_per_program
+    # The same rollout at twice the batch splits the positions-only bytes into what each env adds
+    # and what the program holds whatever the batch (a GPU's cuBLAS workspace is tens of MB).
+    double = jax.tree.map(lambda x: jnp.concatenate([x, x]) if jnp.ndim(x) and x.shape[0] == batch
+                          else x, (state, ctrl))
+    marginal = (bytes_of(False, *double) - whole_q) // envs_per_program
+    out["marginal_bytes_per_env_q"] = marginal
+    out["fixed_bytes_q"] = whole_q - marginal * envs_per_program
     return out
 
 
@@ -441,8 +454,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ls-iterations", type=int, default=0, help="override line-search iterations (0: XML)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per (model, backend, batch) row")
     ap.add_argument("--memory", action="store_true",
-                    help="add bytes_per_env_q and bytes_per_env_state to each JAX row (two more compiles; "
-                         "see _memory_per_env)")
+                    help="add bytes_per_env_q, bytes_per_env_state, marginal_bytes_per_env_q and "
+                         "fixed_bytes_q to each JAX row (three more compiles; see _memory_per_env)")
     ap.add_argument("--profile", action="store_true",
                     help="add a kernel-level profile of the step to each JAX row (one more child; see "
                          "_kernel_profile)")

@@ -33,6 +33,11 @@ _HI = jax.lax.Precision.HIGHEST
 # faster); from it on the dot's blocked kernel wins, hence the static switch (measurements in
 # CHANGELOG.md).
 _DOT_MIN_WORK = 4096
+# Platforms whose programs run a product with the batch on both operands as a multiply-and-sum
+# whatever its size (`lax.platform_dependent`): on a GPU such a batched dot becomes a cuBLAS call,
+# launched by the host between the CUDA graphs that hold the rest of the step, with a workspace
+# buffer that does not shrink with the batch.
+FUSED_PLATFORMS: tuple[str, ...] = ("cuda",)
 
 
 def _use_dot(batch: int, a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> bool:
@@ -66,9 +71,16 @@ def _mm_vmap(
     """Batched product: the form that is faster at this batch size (a static choice)."""
     a_shape = a.shape[1:] if in_batched[0] else a.shape
     b_shape = b.shape[1:] if in_batched[1] else b.shape
-    fn = _dot if _use_dot(axis_size, a_shape, b_shape) else _mul_sum
     axes = (0 if in_batched[0] else None, 0 if in_batched[1] else None)
-    return jax.vmap(fn, in_axes=axes)(a, b), True
+    if not _use_dot(axis_size, a_shape, b_shape):
+        return jax.vmap(_mul_sum, in_axes=axes)(a, b), True
+    dot = jax.vmap(_dot, in_axes=axes)
+    if not (all(in_batched) and FUSED_PLATFORMS):
+        return dot(a, b), True
+    fused = jax.vmap(_mul_sum, in_axes=axes)
+    out: jax.Array = jax.lax.platform_dependent(a, b, default=dot,
+                                                **{name: fused for name in FUSED_PLATFORMS})
+    return out, True
 
 
 @jax.custom_jvp
