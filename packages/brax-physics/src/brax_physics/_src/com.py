@@ -38,6 +38,8 @@ _DOT_MIN_WORK = 4096
 # launched by the host between the CUDA graphs that hold the rest of the step, with a workspace
 # buffer that does not shrink with the batch.
 FUSED_PLATFORMS: tuple[str, ...] = ("cuda",)
+# Longest sum of a matrix product written out for FUSED_PLATFORMS; longer ones keep the dot.
+FUSED_MAX_K = 8
 
 
 def _use_dot(batch: int, a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> bool:
@@ -58,6 +60,17 @@ def _mul_sum(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.sum(a[:, :, None] * b[None, :, :], axis=1)
 
 
+def _outer_sum(a: jax.Array, b: jax.Array) -> jax.Array:
+    """(n, k) @ (k, m) or (k,) as k products written out and added: one elementwise kernel that
+    holds nothing larger than its output (`_mul_sum` keeps the (n, k, m) products)."""
+    if b.ndim == 1:
+        return _mul_sum(a, b)
+    out = a[:, 0, None] * b[None, 0, :]
+    for i in range(1, a.shape[1]):
+        out = out + a[:, i, None] * b[None, i, :]
+    return out
+
+
 @custom_batching.custom_vmap
 def _mm_primal(a: jax.Array, b: jax.Array) -> jax.Array:
     """Unbatched product, in the form that is faster at its size (a static choice)."""
@@ -75,9 +88,9 @@ def _mm_vmap(
     if not _use_dot(axis_size, a_shape, b_shape):
         return jax.vmap(_mul_sum, in_axes=axes)(a, b), True
     dot = jax.vmap(_dot, in_axes=axes)
-    if not (all(in_batched) and FUSED_PLATFORMS):
+    if not (all(in_batched) and FUSED_PLATFORMS) or (len(b_shape) == 2 and a_shape[1] > FUSED_MAX_K):
         return dot(a, b), True
-    fused = jax.vmap(_mul_sum, in_axes=axes)
+    fused = jax.vmap(_outer_sum, in_axes=axes)
     out: jax.Array = jax.lax.platform_dependent(a, b, default=dot,
                                                 **{name: fused for name in FUSED_PLATFORMS})
     return out, True
