@@ -5,7 +5,8 @@
 rollout for it (trace, lower and compile happen with that value in place), checks that both give
 the same positions, and times the compiled rollouts alternately, so that the machine's drift (20-30%
 within minutes on a shared CPU) hits both alike. Prints one JSON line: per value the compile
-seconds and the median and fastest microseconds per physics step, and `b_over_a` and
+seconds, the median and fastest microseconds per physics step and the program's XLA buffer bytes
+(arguments, outputs and temporaries of the positions-only rollout), and `b_over_a` and
 `b_over_a_min`, the second value's step time over the first's by each. On a shared machine whose
 speed changes in bursts the medians of two identical programs can differ by 5-10%; the fastest
 runs agree within about 1%, so judge changes of a few percent by `b_over_a_min`. More than two
@@ -67,6 +68,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import MODELS
+from physics import _buffer_bytes
 
 
 def _advance(sys_: Any, steps: int) -> Any:
@@ -245,8 +247,9 @@ def run(model: str, batch: int, setting: str, values: list[Any], steps: int, rou
         "model": model, "batch": batch, "setting": setting, "steps": steps, "rounds": rounds,
         "warmup": warmup,
         "runs": [{"value": repr(v), "compile_s": round(c, 2), "us_per_step": round(u, 1),
-                  "min_us_per_step": round(f, 1), "over_a_min": round(f / fastest[0], 3)}
-                 for v, c, u, f in zip(values, compile_s, per_step, fastest, strict=True)],
+                  "min_us_per_step": round(f, 1), "over_a_min": round(f / fastest[0], 3),
+                  "buffer_bytes": _buffer_bytes(p)}
+                 for v, c, u, f, p in zip(values, compile_s, per_step, fastest, compiled, strict=True)],
         "b_over_a": round(per_step[1] / per_step[0], 3),
         "b_over_a_min": round(fastest[1] / fastest[0], 3),
         "max_abs_dq": max(float(np.max(np.abs(q - qs[0]))) for q in qs[1:]),

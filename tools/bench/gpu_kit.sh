@@ -10,7 +10,7 @@
 #   run(command="bash tools/bench/gpu_kit.sh profile", carry=[".whl"], timeout_s=440) # kernels + our PPO
 #   run(command="bash tools/bench/gpu_kit.sh graphs", carry=[".whl"], timeout_s=300)  # host time, graphs
 #   run(command="bash tools/bench/gpu_kit.sh trips", carry=[".whl"], timeout_s=420)   # trips, buffers
-#   run(command="bash tools/bench/gpu_kit.sh fused", carry=[".whl"], timeout_s=560)   # batched dots
+#   run(command="bash tools/bench/gpu_kit.sh fused", carry=[".whl"], timeout_s=500)   # batched dots
 #
 # `physics`: `tools/bench/physics.py` for ant and humanoid, ours (MuJoCo's default solver settings
 # and Google brax's env settings for MJX) and MJX (its env settings) at 1024 and 8192 envs; `ppo`:
@@ -191,23 +191,21 @@ case "${1:-}" in
     ;;
   fused)
     # The `trips` loan's buffer assignment: the humanoid's 41.8 MB at 1024 envs held a cuBLAS
-    # workspace of 32 MiB for one batched dot (the mass matrix's product), whatever the batch.
-    # com.FUSED_PLATFORMS (on for CUDA) runs such dots as multiply-and-sums: its A/B, then the
-    # buffer bytes split into per-env and fixed parts (ours and MJX), then the humanoid's host
-    # time. About 500 s.
+    # workspace of 32 MiB for one batched dot (the mass matrix's), whatever the batch.
+    # com.FUSED_PLATFORMS (on for CUDA) writes such dots out as k products added. The third loan
+    # measured a multiply-and-reduce form (16.3 MB, but 18 KB per env against MJX's 11); this runs
+    # the written-out sum's A/B (ab.py now prints each program's buffer bytes) at 1024 and 8192
+    # envs, then the bytes per env split into per-env and fixed parts, ours and MJX. About 450 s.
     setup
     export PYTHONUNBUFFERED=1
     o="${OUT:-/tmp/out}"
-    ab_gpu 110 humanoid "${PROBE_BATCH:-1024}" fused.jsonl brax_physics._src.com:FUSED_PLATFORMS "()" "('cuda',)"
-    ab_gpu 90 ant "${PROBE_BATCH:-1024}" fused.jsonl brax_physics._src.com:FUSED_PLATFORMS "()" "('cuda',)"
-    for m in humanoid ant; do
-      timeout 130 python3 tools/bench/physics.py --models "$m" --backends brax_physics,brax_mjx_env \
-        --batches "${PROBE_BATCH:-1024}" --steps 20 --repeats 1 --timeout 64 --memory \
-        | tee -a "$o/memory.jsonl" || true
+    for b in 1024 8192; do
+      ab_gpu 110 humanoid "$b" fused.jsonl brax_physics._src.com:FUSED_PLATFORMS "()" "('cuda',)"
     done
-    timeout 75 python3 tools/bench/physics.py --models humanoid --backends brax_physics \
-      --batches "${PROBE_BATCH:-1024}" --steps 100 --repeats 3 --timeout 70 --profile \
-      | tee "$o/profile_humanoid.jsonl" || true
+    ab_gpu 90 ant 1024 fused.jsonl brax_physics._src.com:FUSED_PLATFORMS "()" "('cuda',)"
+    timeout 130 python3 tools/bench/physics.py --models humanoid --backends brax_physics,brax_mjx_env \
+      --batches "${PROBE_BATCH:-1024}" --steps 20 --repeats 1 --timeout 64 --memory \
+      | tee -a "$o/memory.jsonl" || true
     ;;
   ppo)
     setup
