@@ -71,7 +71,7 @@ SUBSTITUTE_MIN_BATCH = 64
 # matrix by matrix for n up to FACTOR_UNROLL_MAX_N (0: never): where `spd_solve` takes the column
 # form (n <= UNROLL_MAX_N from UNROLL_MIN_BATCH on), and above that from FACTOR_UNROLL_MIN_BATCH
 # systems on. Its compile time grows as n², its gain with the batch (A/B in CHANGELOG.md: the
-# humanoid, 27 dofs, ran 9% faster at 1024 envs for 2.3 s more compile, 1-5% at 256 for 3.5 s).
+# humanoid, 23 dofs, ran 9% faster at 1024 envs for 2.3 s more compile, 1-5% at 256 for 3.5 s).
 FACTOR_UNROLL_MAX_N = 32
 FACTOR_UNROLL_MIN_BATCH = 512
 # Platforms whose programs run the column and substitution forms (`lax.platform_dependent`); the
