@@ -2,11 +2,15 @@
 
 `hatch run bench:ab --model humanoid --batch 1024 --setting brax_physics._src.solver:QUEUE_SLOT_FRACTION
 --values 4 8` sets the module attribute to each value in turn, builds a fresh jit(scan(vmap(step)))
-rollout for it (trace, lower and compile happen with that value in place), checks that both give
+rollout for it (trace, lower and compile happen with that value in place, after `jax.clear_caches()`:
+JAX reuses a trace of a function it has seen, a `custom_vmap` rule's among them, and a setting
+read inside one reached only the first program before), checks that both give
 the same positions, and times the compiled rollouts alternately, so that the machine's drift (20-30%
 within minutes on a shared CPU) hits both alike. Prints one JSON line: per value the compile
 seconds, the median and fastest microseconds per physics step and the program's XLA buffer bytes
-(arguments, outputs and temporaries of the positions-only rollout), and `b_over_a` and
+(arguments, outputs and temporaries of the positions-only rollout), `same_program` (per value
+after the first, whether its optimized HLO equals the first's: a setting that changes nothing
+shows here, not only as equal positions), and `b_over_a` and
 `b_over_a_min`, the second value's step time over the first's by each. On a shared machine whose
 speed changes in bursts the medians of two identical programs can differ by 5-10%; the fastest
 runs agree within about 1%, so judge changes of a few percent by `b_over_a_min`. More than two
@@ -54,6 +58,7 @@ import ast
 import dataclasses
 import importlib
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -206,6 +211,13 @@ def _targets(setting: str, values: list[Any]) -> list[tuple[Any, str, list[Any]]
     return out
 
 
+def _program(compiled: Any) -> str:
+    """A compiled program's optimized HLO without its source metadata, to tell two programs apart."""
+    text = re.sub(r", metadata=\{[^}]*\}", "", compiled.as_text())
+    return "\n".join(line for line in text.splitlines()
+                     if "stack_frame" not in line and not re.match(r"^\s*\d+ [{\"]", line))
+
+
 def run(model: str, batch: int, setting: str, values: list[Any], steps: int, rounds: int,
         warmup: int = 0) -> dict[str, Any]:
     """The A/B of `setting` ("module:ATTRIBUTE", or several comma-separated with tuple values) at
@@ -227,6 +239,9 @@ def run(model: str, batch: int, setting: str, values: list[Any], steps: int, rou
             for (_, attr, per_run), held in zip(targets, holders, strict=True):
                 for module in held:
                     setattr(module, attr, per_run[i])
+            # JAX caches traces of the functions it has seen (a custom_vmap rule's among them): a
+            # setting read inside one would otherwise not reach the second program.
+            jax.clear_caches()
             t0 = time.perf_counter()
             compiled.append(jax.jit(_rollout(sys_, steps)).lower(state, ctrl).compile())
             compile_s.append(time.perf_counter() - t0)
@@ -253,6 +268,7 @@ def run(model: str, batch: int, setting: str, values: list[Any], steps: int, rou
         "b_over_a": round(per_step[1] / per_step[0], 3),
         "b_over_a_min": round(fastest[1] / fastest[0], 3),
         "max_abs_dq": max(float(np.max(np.abs(q - qs[0]))) for q in qs[1:]),
+        "same_program": [_program(c) == _program(compiled[0]) for c in compiled[1:]],
         "patched": sorted({m.__name__ for held in holders for m in held}),
     }
 

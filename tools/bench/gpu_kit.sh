@@ -10,7 +10,7 @@
 #   run(command="bash tools/bench/gpu_kit.sh profile", carry=[".whl"], timeout_s=440) # kernels + our PPO
 #   run(command="bash tools/bench/gpu_kit.sh graphs", carry=[".whl"], timeout_s=300)  # host time, graphs
 #   run(command="bash tools/bench/gpu_kit.sh trips", carry=[".whl"], timeout_s=420)   # trips, buffers
-#   run(command="bash tools/bench/gpu_kit.sh fused", carry=[".whl"], timeout_s=500)   # batched dots
+#   run(command="bash tools/bench/gpu_kit.sh fused", carry=[".whl"], timeout_s=590)   # dots, AUGMENT
 #
 # `physics`: `tools/bench/physics.py` for ant and humanoid, ours (MuJoCo's default solver settings
 # and Google brax's env settings for MJX) and MJX (its env settings) at 1024 and 8192 envs; `ppo`:
@@ -195,7 +195,7 @@ case "${1:-}" in
     # com.FUSED_PLATFORMS (on for CUDA) writes such dots out as k products added. The third loan
     # measured a multiply-and-reduce form (16.3 MB, but 18 KB per env against MJX's 11); this runs
     # the written-out sum's A/B (ab.py now prints each program's buffer bytes) at 1024 and 8192
-    # envs, then the bytes per env split into per-env and fixed parts, ours and MJX. About 450 s.
+    # envs, then the bytes per env split into per-env and fixed parts, ours and MJX. About 550 s.
     setup
     export PYTHONUNBUFFERED=1
     o="${OUT:-/tmp/out}"
@@ -203,6 +203,9 @@ case "${1:-}" in
       ab_gpu 110 humanoid "$b" fused.jsonl brax_physics._src.com:FUSED_PLATFORMS "()" "('cuda',)"
     done
     ab_gpu 90 ant 1024 fused.jsonl brax_physics._src.com:FUSED_PLATFORMS "()" "('cuda',)"
+    # linalg.AUGMENT: the humanoid's Newton factor (cuSOLVER) also does the forward substitution,
+    # one host-launched cuBLAS solve per Newton trip fewer
+    ab_gpu 100 humanoid 1024 augment.jsonl brax_physics._src.linalg:AUGMENT False True
     timeout 130 python3 tools/bench/physics.py --models humanoid --backends brax_physics,brax_mjx_env \
       --batches "${PROBE_BATCH:-1024}" --steps 20 --repeats 1 --timeout 64 --memory \
       | tee -a "$o/memory.jsonl" || true

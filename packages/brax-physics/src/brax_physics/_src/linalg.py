@@ -45,6 +45,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
+import numpy as np
 from jax import custom_batching
 
 _HI = jax.lax.Precision.HIGHEST
@@ -85,6 +86,11 @@ LOOP_PLATFORMS: tuple[str, ...] = ("cpu",)
 # written-out forms (~n² kernels) gained nothing on the GPU and doubled its compile time.
 GRAPH_PLATFORMS: tuple[str, ...] = ("cuda",)
 GRAPH_MAX_N = 16
+# Whether `spd_solve`'s batched LAPACK (cuSOLVER) factor takes the right side as an extra row and
+# column (`_augmented`), so that the factor's last row is the forward substitution and one
+# triangular solve call remains. Not for the batch-last substitution: in the humanoid's Newton
+# solve the forward loop it saves cost no more than the bigger factor and its copies (CHANGELOG.md).
+AUGMENT = True
 # jaxlib 0.10's kMinWorkPerTask: a batched LAPACK call whose batch times its flop estimate
 # (n³/3 for a Cholesky factor, n² for a triangular solve of one right side) is below it runs on
 # the calling thread and never waits on the pool.
@@ -299,6 +305,33 @@ def _lapack_substitute(low: jax.Array, b: jax.Array) -> jax.Array:
     return x
 
 
+def _augmented(a: jax.Array, b: jax.Array) -> jax.Array:
+    """(B, n + 1, n + 1) [[a, b], [bᵀ, c]] of a (B, n, n) and b (B, n), c far above any bᵀa⁻¹b.
+
+    Its Cholesky factor is [[L, 0], [(L⁻¹b)ᵀ, √(c − |L⁻¹b|²)]] with L a's factor: the factor's
+    last row is the forward substitution, computed by the factorization itself. c only enters its
+    own pivot, so L and L⁻¹b are as without it.
+    """
+    corner = jnp.full((*b.shape[:-1], 1, 1), np.finfo(a.dtype).max / 4, a.dtype)
+    top = jnp.concatenate([a, b[..., :, None]], axis=-1)
+    return jnp.concatenate([top, jnp.concatenate([b[..., None, :], corner], axis=-1)], axis=-2)
+
+
+def _lapack_back(low: jax.Array, y: jax.Array) -> jax.Array:
+    """(n,) solution x of Lᵀ x = y for lower triangular L (n, n): one triangular solve."""
+    x: jax.Array = jax.lax.linalg.triangular_solve(low, y[:, None], left_side=True, lower=True,
+                                                   transpose_a=True)
+    return x[:, 0]
+
+
+def _augmented_factors(a: jax.Array, b: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """LAPACK factors L (B, n, n) of a (B, n, n) and L⁻¹b (B, n), both from one factor of
+    `_augmented(a, b)`, never on the thread pool."""
+    n = a.shape[-1]
+    low = _lapack_factors(_augmented(a, b))
+    return low[:, :n, :n], low[:, n, :n]
+
+
 def _factor(a: jax.Array) -> jax.Array:
     """(n, n) factor of one matrix (vmap batches it as is): plain array ops for tiny n, else LAPACK."""
     if a.shape[-1] <= SMALL_N:
@@ -379,7 +412,11 @@ def _factor_then_substitute(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 def _lapack_solve(a: jax.Array, b: jax.Array) -> jax.Array:
-    """(B, n) solutions of (B, n, n) systems by LAPACK's (cuSOLVER's) factor and triangular solves."""
+    """(B, n) solutions of (B, n, n) systems by LAPACK's (cuSOLVER's) factor and triangular solves
+    (with `AUGMENT`, one: the factor does the forward substitution)."""
+    if AUGMENT:
+        low, y = _augmented_factors(a, b)
+        return _inline_map(_lapack_back, low.shape[-1] ** 2, low, y)
     return _lapack_substitutes(_lapack_factors(a), b)
 
 

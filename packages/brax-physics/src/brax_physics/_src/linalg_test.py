@@ -298,8 +298,9 @@ def test_large_batched_cholesky_is_the_left_looking_factor(batch: int, n: int,
 def test_accelerators_get_library_solves_not_loops(fn: str, n: int) -> None:
     """The column form (n <= UNROLL_MAX_N) and the batch-last substitution (above it) loop over rows,
     which suits a CPU's SIMD lanes; lowered for CUDA the same vmapped solve has no loop: above
-    GRAPH_MAX_N cuSOLVER's factor and two whole-batch triangular solves, at or below it no library
-    call either (the written-out forms); the CPU keeps its loop."""
+    GRAPH_MAX_N cuSOLVER's factor and whole-batch triangular solves (spd_solve's factor does the
+    forward one), at or below it no library call either (the written-out forms); the CPU keeps its
+    loop."""
     batch = 1024
     assert batch >= max(linalg.UNROLL_MIN_BATCH, linalg.SUBSTITUTE_MIN_BATCH)
     spec = jax.ShapeDtypeStruct
@@ -312,9 +313,35 @@ def test_accelerators_get_library_solves_not_loops(fn: str, n: int) -> None:
 
     assert "stablehlo.while" in lowered("cpu")
     assert "stablehlo.while" not in lowered("cuda")
-    # spd_solve factors (one potrf) and substitutes (two solves); cho_solve only substitutes
-    want = [batch] * (3 if fn == "spd_solve" else 2) if n > linalg.GRAPH_MAX_N else []
+    # spd_solve factors the system with its right side appended (one potrf) and solves with Lᵀ
+    # (one trsm); cho_solve substitutes both ways (two)
+    want = [batch] * 2 if n > linalg.GRAPH_MAX_N else []
     assert _factor_and_solve_batches(f, "cuda", *args) == want
+
+
+@pytest.mark.parametrize(("batch", "n"), [(1, 14), (32, 23), (64, 14)])
+def test_augmented_factor_does_the_forward_substitution(monkeypatch: pytest.MonkeyPatch, batch: int,
+                                                        n: int) -> None:
+    """spd_solve's batched LAPACK factor takes the right side as an extra row and column: the
+    factor's leading block is the matrix's factor and its last row L⁻¹b, so one LAPACK triangular
+    solve is left; the answers do not change."""
+    m, b = _spd(np.random.default_rng(batch + n), batch, n)
+    low, y = jax.jit(linalg._augmented_factors)(m, b)
+    want_low = np.linalg.cholesky(m.astype(np.float64))
+    np.testing.assert_allclose(np.tril(low), want_low, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(y, np.linalg.solve(want_low, b[..., None])[..., 0], rtol=1e-4, atol=1e-4)
+
+    def solve(augment: bool) -> tuple[np.ndarray, int]:
+        monkeypatch.setattr(linalg, "AUGMENT", augment)
+        jax.clear_caches()
+        f = jax.jit(jax.vmap(linalg.spd_solve))
+        text = f.lower(m, b).as_text()
+        return np.asarray(f(m, b)), len(re.findall(r"@\w*trsm", text))
+
+    (with_aug, solves_aug), (without, solves) = solve(True), solve(False)
+    assert solves_aug == solves - 1, (solves_aug, solves)  # one trsm call per chunk fewer
+    np.testing.assert_allclose(with_aug, without, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(with_aug, _expected(m, b), rtol=3e-4, atol=3e-5)
 
 
 def test_loop_platforms_choose_the_lowering(monkeypatch: pytest.MonkeyPatch) -> None:
