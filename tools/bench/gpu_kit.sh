@@ -37,6 +37,8 @@ setup() {
   export MUJOCO_GL=disable  # no libEGL there; the benchmarks render nothing
   python3 -c "import jax, mujoco, brax; print('jax', jax.__version__, jax.devices(), 'mujoco', mujoco.__version__)"
   mkdir -p "${OUT:-/tmp/out}"
+  export PYTHONUNBUFFERED=1  # rows print as they finish, so a part cut by its time limit keeps them
+  o="${OUT:-/tmp/out}"
 }
 
 # PPO on ant, ours then Google's, with the batch sizes of Google's training notebook (SETTINGS
@@ -76,7 +78,6 @@ case "${1:-}" in
     # Both in one call (a machine's start costs minutes of a 15-minute lease), each under its own
     # wall limit so the physics rows cannot eat the PPO pair's time; rows already printed come back.
     setup
-    export PYTHONUNBUFFERED=1
     timeout "${PHYSICS_S:-300}" python3 tools/bench/physics.py --models ant,humanoid \
       --backends brax_physics,brax_mjx_env,brax_physics_mjx_env --batches "${BATCHES:-1024,8192}" \
       --steps "${STEPS:-200}" --repeats 3 --timeout 100 | tee "${OUT:-/tmp/out}/physics.jsonl" || true
@@ -87,8 +88,6 @@ case "${1:-}" in
     # GPU-only lowerings against the CPU's, a kernel-level profile of ours and MJX, and the
     # humanoid rows that lease could not reach. Each part under its own wall limit.
     setup
-    export PYTHONUNBUFFERED=1
-    o="${OUT:-/tmp/out}"
     # A: this session's GPU programs; B: the CPU's row loops (linalg) or work queue (solver) there too.
     for setting in brax_physics._src.linalg:LOOP_PLATFORMS brax_physics._src.solver:QUEUE_PLATFORMS; do
       for m in ant humanoid; do
@@ -107,8 +106,6 @@ case "${1:-}" in
     # on ant and humanoid at $PROBE_BATCH envs, then our PPO alone (Google's did not finish in
     # 115 s on the first lease). Each part under its own wall limit.
     setup
-    export PYTHONUNBUFFERED=1
-    o="${OUT:-/tmp/out}"
     for m in ant humanoid; do
       timeout 130 python3 tools/bench/physics.py --models "$m" --backends brax_physics,brax_mjx_env \
         --batches "${PROBE_BATCH:-1024}" --steps 100 --repeats 3 --timeout 60 --profile \
@@ -124,8 +121,6 @@ case "${1:-}" in
     # profile's host_top), with MJX's settings as a second row (fewer Newton trips), and with XLA's
     # while loops and conditionals inside CUDA graphs (no host round trip per trip).
     setup
-    export PYTHONUNBUFFERED=1
-    o="${OUT:-/tmp/out}"
     timeout 110 python3 tools/bench/physics.py --models ant --backends brax_physics,brax_physics_mjx_env \
       --batches "${PROBE_BATCH:-1024}" --steps 100 --repeats 3 --timeout 50 --profile \
       | tee "$o/host.jsonl" || true
@@ -142,7 +137,6 @@ case "${1:-}" in
     # cuSOLVER/cuBLAS calls (the `graphs` lease: those calls are launched by the host between
     # CUDA graphs), then the same with XLA's while loops inside CUDA graphs.
     setup
-    export PYTHONUNBUFFERED=1
     for m in ant humanoid; do
       ab_gpu 95 "$m" "${PROBE_BATCH:-1024}" graphab.jsonl brax_physics._src.linalg:GRAPH_PLATFORMS \
         "()" "('cuda',)"
@@ -154,8 +148,6 @@ case "${1:-}" in
     # GRAPH_PLATFORMS (now on for CUDA) off and on at 128 and 8192 ants, then ant at 1024 beside
     # MJX: about 200 s, the last of a lease's budget.
     setup
-    export PYTHONUNBUFFERED=1
-    o="${OUT:-/tmp/out}"
     for b in 128 8192; do
       ab_gpu 60 ant "$b" graphscale.jsonl brax_physics._src.linalg:GRAPH_PLATFORMS "()" "('cuda',)"
     done
@@ -170,8 +162,6 @@ case "${1:-}" in
     # now that the ant's loop body has no library call, and the humanoid's buffer assignment.
     # About 390 s.
     setup
-    export PYTHONUNBUFFERED=1
-    o="${OUT:-/tmp/out}"
     for m in ant humanoid; do
       ab_gpu 100 "$m" "${PROBE_BATCH:-1024}" trips.jsonl brax_physics._src.solver:ITERATIONS_PER_TRIP \
         "{}" "{'cuda': 2}" "{'cuda': 3}"
@@ -197,8 +187,6 @@ case "${1:-}" in
     # the written-out sum's A/B (ab.py now prints each program's buffer bytes) at 1024 and 8192
     # envs, then the bytes per env split into per-env and fixed parts, ours and MJX. About 550 s.
     setup
-    export PYTHONUNBUFFERED=1
-    o="${OUT:-/tmp/out}"
     for b in 1024 8192; do
       ab_gpu 110 humanoid "$b" fused.jsonl brax_physics._src.com:FUSED_PLATFORMS "()" "('cuda',)"
     done
