@@ -24,6 +24,8 @@ def test_ab_times_both_values_and_restores_the_setting(capsys: pytest.CaptureFix
     assert 0 < fa <= a and 0 < fb <= b  # the fastest run is no slower than the median
     assert out["b_over_a_min"] == pytest.approx(fb / fa, rel=0.01)
     assert out["max_abs_dq"] == 0.0  # the slot count never changes results
+    assert out["same_program"] == [True]  # 2 envs never reach the work queue
+    assert all(r["buffer_bytes"] > 0 for r in out["runs"])
     with pytest.raises(SystemExit, match="has no attribute 'NOPE'"):
         ab.run("reacher", 2, "brax_physics._src.solver:NOPE", [1, 2], steps=1, rounds=1)
 
@@ -126,3 +128,16 @@ def test_ab_twice_computes_a_stage_twice_with_the_same_result() -> None:
                  rounds=1)
     assert [r["value"] for r in out["runs"]] == ["@", "2x"]
     assert out["max_abs_dq"] < 1e-5 and dynamics.rne is before  # float32 rounding at most
+
+
+def test_ab_reports_whether_the_programs_differ() -> None:
+    """A setting that changes the compiled program shows in `same_program`, even when the function
+    that reads it was traced before (`ab.run` clears JAX's caches between values)."""
+    from brax_physics._src import com
+
+    values = [com._DOT_MIN_WORK, 1]  # 1: every product of the tree a dot, not a fused sum
+    out = ab.run("reacher", 2, "brax_physics._src.com:_DOT_MIN_WORK", values, steps=2, rounds=1)
+    assert out["same_program"] == [False]
+    again = ab.run("reacher", 2, "brax_physics._src.com:_DOT_MIN_WORK", values[::-1], steps=2, rounds=1)
+    assert again["same_program"] == [False]
+    assert out["max_abs_dq"] < 1e-5 and again["max_abs_dq"] < 1e-5  # the same products either way
