@@ -33,10 +33,10 @@ _HI = jax.lax.Precision.HIGHEST
 # faster); from it on the dot's blocked kernel wins, hence the static switch (measurements in
 # CHANGELOG.md).
 _DOT_MIN_WORK = 4096
-# Platforms whose programs run a product with the batch on both operands as a multiply-and-sum
-# whatever its size (`lax.platform_dependent`): on a GPU such a batched dot becomes a cuBLAS call,
-# launched by the host between the CUDA graphs that hold the rest of the step, with a workspace
-# buffer that does not shrink with the batch.
+# Platforms whose programs run a product with the batch on both operands without a dot, whatever
+# its size (`lax.platform_dependent`; `_outer_sum`): on a GPU such a batched dot becomes a cuBLAS
+# call, launched by the host between the CUDA graphs that hold the rest of the step, with a
+# workspace buffer that does not shrink with the batch. On a CPU the dot is faster.
 FUSED_PLATFORMS: tuple[str, ...] = ("cuda",)
 # Longest sum of a matrix product written out for FUSED_PLATFORMS; longer ones keep the dot.
 FUSED_MAX_K = 8

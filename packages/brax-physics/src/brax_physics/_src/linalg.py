@@ -29,7 +29,9 @@ rows is a round of kernel launches (a step has several such loops, two inside ev
 iteration), where cuSOLVER's batched factor and cuBLAS's batched triangular solves are a few
 kernels each. For n <= `GRAPH_MAX_N` a GPU (`GRAPH_PLATFORMS`) takes neither: the left-looking
 factor and the substitution written out without a loop, since the host launches each library call
-between the CUDA graphs that hold the rest of the step.
+between the CUDA graphs that hold the rest of the step. Where `spd_solve` calls the library it
+factors the system with its right side appended (`AUGMENT`): the factor's last row is the forward
+substitution, and one triangular solve is left.
 
 Differentiation: solves are `lax.custom_linear_solve`s, so their derivatives are implicit (the
 JVP solves again with the same factor, reverse mode transposes the solve) and flow through the
