@@ -64,7 +64,7 @@ SMALL_N = 4
 UNROLL_MAX_N = 16
 # Smallest batch for the column form: below it LAPACK matrix by matrix ran the ant's step as fast
 # or faster and the unrolled factor only added compile time (the Newton solve's work queue hands it
-# a quarter of the batch; measurements in CHANGELOG.md).
+# its slots, `solver.queue_slots`; measurements in CHANGELOG.md).
 UNROLL_MIN_BATCH = 128
 # Above UNROLL_MAX_N, smallest batch for the batch-last substitution (on LAPACK's factor, moved to
 # batch-last): below it LAPACK's two triangular solves per system cost less than the loop's trips.

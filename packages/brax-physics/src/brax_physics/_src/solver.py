@@ -627,7 +627,7 @@ QUEUE_MIN_BATCH = 64
 # up to `linalg.UNROLL_MAX_N` dofs, fewer than 128 slots also keep the Newton solve on LAPACK's
 # factor rather than the column form, which compiles faster.
 QUEUE_SMALL_FRACTION = 4
-QUEUE_MIN_SLOTS = 32
+QUEUE_MIN_SLOTS = 16
 QUEUE_SLOT_FRACTION = 16
 # Platforms whose programs use the work queue (`lax.platform_dependent`; the others run the plain
 # vmapped loop). The queue trades trips for work: it spreads the batch's iterations over fewer
