@@ -30,6 +30,11 @@ def test_row_with_memory_fields(capsys: pytest.CaptureFixture[str]) -> None:
     assert row["bytes_per_env_state"] >= 2 * state_bytes
     # The positions-only rollout keeps just what a step reads: less, but at least q in and out.
     assert 2 * state.q.nbytes <= row["bytes_per_env_q"] < row["bytes_per_env_state"]
+    # Split by a second compile at twice the batch: each env adds at least its q in and out, and
+    # the parts add up to the positions-only program's bytes (2 envs; floor division by 2).
+    assert row["marginal_bytes_per_env_q"] >= 2 * state.q.nbytes
+    whole = row["fixed_bytes_q"] + 2 * row["marginal_bytes_per_env_q"]
+    assert 2 * row["bytes_per_env_q"] <= whole <= 2 * row["bytes_per_env_q"] + 1
 
 
 def test_ours_with_mjx_env_settings(capsys: pytest.CaptureFixture[str]) -> None:
