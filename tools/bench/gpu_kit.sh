@@ -9,7 +9,6 @@
 #   run(command="bash tools/bench/gpu_kit.sh probe", carry=[".whl"], timeout_s=590) # why ours is slow there
 #   run(command="bash tools/bench/gpu_kit.sh profile", carry=[".whl"], timeout_s=440) # kernels + our PPO
 #   run(command="bash tools/bench/gpu_kit.sh graphs", carry=[".whl"], timeout_s=300)  # host time, graphs
-#   run(command="bash tools/bench/gpu_kit.sh trips", carry=[".whl"], timeout_s=420)   # trips, buffers
 #   run(command="bash tools/bench/gpu_kit.sh fused", carry=[".whl"], timeout_s=590)   # dots, AUGMENT
 #
 # `physics`: `tools/bench/physics.py` for ant and humanoid, ours (MuJoCo's default solver settings
@@ -154,33 +153,8 @@ case "${1:-}" in
     timeout 65 python3 tools/bench/physics.py --models ant --backends brax_physics,brax_mjx_env \
       --batches 1024 --steps 100 --repeats 3 --timeout 32 | tee -a "$o/graphscale.jsonl" || true
     ;;
-  trips)
-    # solver.ITERATIONS_PER_TRIP on CUDA (Newton
-    # iterations per host round trip of the vmapped loop; the `graphs` loan found the step
-    # host-bound), then the buffer bytes per env of ours and MJX (the `profile` loan's humanoid:
-    # 41.8 MB against MJX's 12.4 MB at 1024 envs), then ant with XLA's while loops in CUDA graphs
-    # now that the ant's loop body has no library call, and the humanoid's buffer assignment.
-    # About 390 s.
-    setup
-    for m in ant humanoid; do
-      ab_gpu 100 "$m" "${PROBE_BATCH:-1024}" trips.jsonl brax_physics._src.solver:ITERATIONS_PER_TRIP \
-        "{}" "{'cuda': 2}" "{'cuda': 3}"
-    done
-    timeout 70 python3 tools/bench/physics.py --models humanoid --backends brax_physics,brax_mjx_env \
-      --batches "${PROBE_BATCH:-1024}" --steps 20 --repeats 1 --timeout 34 --memory \
-      | tee -a "$o/memory.jsonl" || true
-    XLA_FLAGS="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL" timeout 45 python3 \
-      tools/bench/physics.py --models ant --backends brax_physics --batches "${PROBE_BATCH:-1024}" \
-      --steps 100 --repeats 3 --timeout 40 | tee -a "$o/while.jsonl" || true
-    # which buffers the humanoid's GPU program holds: XLA's buffer assignment, read back here
-    XLA_FLAGS="--xla_dump_to=/tmp/xla_humanoid --xla_dump_hlo_module_re=.*rollout.*" timeout 60 \
-      python3 tools/bench/physics.py --models humanoid --backends brax_physics \
-      --batches "${PROBE_BATCH:-1024}" --steps 20 --repeats 1 --timeout 55 || true
-    f=$(ls -S /tmp/xla_humanoid/*after_optimizations-buffer-assignment.txt | head -1) \
-      && gzip -c "$f" > "$o/humanoid_buffers.txt.gz" || true
-    ;;
   fused)
-    # The `trips` loan's buffer assignment: the humanoid's 41.8 MB at 1024 envs held a cuBLAS
+    # The third loan's buffer assignment: the humanoid's 41.8 MB at 1024 envs held a cuBLAS
     # workspace of 32 MiB for one batched dot (the mass matrix's), whatever the batch.
     # com.FUSED_PLATFORMS (on for CUDA) writes such dots out as k products added. The third loan
     # measured a multiply-and-reduce form (16.3 MB, but 18 KB per env against MJX's 11); this runs
@@ -203,7 +177,7 @@ case "${1:-}" in
     ppo_pair 220
     ;;
   *)
-    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile|graphs|graphab|graphscale|trips|fused" >&2
+    echo "usage: bash tools/bench/gpu_kit.sh fetch|physics|ppo|all|probe|profile|graphs|graphab|graphscale|fused" >&2
     exit 2
     ;;
 esac

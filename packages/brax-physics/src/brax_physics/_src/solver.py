@@ -602,19 +602,10 @@ def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     return _Iterate(s.it + 1, small | _grad_small(cfg, new, stol), x, ma, jar, new)
 
 
-def _newton_loop(cfg: Config, p: Problem, x_warm: jax.Array, per_trip: int = 1) -> jax.Array:
-    """(nv,) qacc of one problem: Newton iterations until a stopping test fires, `per_trip` of them
-    per trip of the loop (each after the first only while the problem still runs: the same
-    iterations, in fewer trips of a vmapped loop)."""
-
-    def body(s: _Iterate) -> _Iterate:
-        s = _iterate(cfg, p, s)
-        for _ in range(per_trip - 1):
-            more = _running(cfg, s)
-            s = jax.tree.map(functools.partial(jnp.where, more), _iterate(cfg, p, s), s)
-        return s
-
-    s = jax.lax.while_loop(functools.partial(_running, cfg), body, _start(cfg, p, x_warm))
+def _newton_loop(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
+    """(nv,) qacc of one problem: Newton iterations until a stopping test fires."""
+    s = jax.lax.while_loop(functools.partial(_running, cfg), lambda s: _iterate(cfg, p, s),
+                           _start(cfg, p, x_warm))
     return s.x
 
 
@@ -635,12 +626,6 @@ QUEUE_SLOT_FRACTION = 16
 # the work; a GPU's step at RL batch sizes follows its kernel launches and each trip's host
 # synchronization, so there the plain loop's fewer trips win (measured on an H200, CHANGELOG.md).
 QUEUE_PLATFORMS: tuple[str, ...] = ("cpu",)
-# Newton iterations per trip of the plain vmapped loop, by platform (absent: one). A vmapped loop
-# trips as often as its slowest problem iterates; on a GPU each trip is a round of graph launches
-# and a host synchronization, so k iterations per trip (those past a problem's stop computed and
-# discarded) trade up to k - 1 iterations' kernels for fewer round trips. A platform that also
-# queues (QUEUE_PLATFORMS) does so from QUEUE_MIN_BATCH problems on. Not measured on a GPU yet.
-ITERATIONS_PER_TRIP: dict[str, int] = {}
 
 
 def queue_slots(batch: int) -> int:
@@ -718,15 +703,11 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
 
         p, x_warm = jax.tree.map(full, (p, x_warm), tuple(in_batched))
         plain = jax.vmap(functools.partial(_newton_loop, cfg))
-        branches: dict[str, Callable[[Problem, jax.Array], jax.Array]] = {
-            name: jax.vmap(functools.partial(_newton_loop, cfg, per_trip=k))
-            for name, k in ITERATIONS_PER_TRIP.items() if k > 1}
-        if axis_size >= QUEUE_MIN_BATCH and x_warm.ndim == 2:  # small batches: the plain loop
-            queued = functools.partial(_newton_queued, cfg, slots=queue_slots(axis_size))
-            branches |= {name: queued for name in QUEUE_PLATFORMS}
-        if not branches:
-            return plain(p, x_warm), True
-        out: jax.Array = jax.lax.platform_dependent(p, x_warm, default=plain, **branches)
+        if axis_size < QUEUE_MIN_BATCH or x_warm.ndim != 2 or not QUEUE_PLATFORMS:
+            return plain(p, x_warm), True  # small batches: the plain vmapped loop
+        queued = functools.partial(_newton_queued, cfg, slots=queue_slots(axis_size))
+        out: jax.Array = jax.lax.platform_dependent(p, x_warm, default=plain,
+                                                    **{name: queued for name in QUEUE_PLATFORMS})
         return out, True
 
     return newton

@@ -120,34 +120,6 @@ def test_queue_only_where_queue_platforms_say(monkeypatch: pytest.MonkeyPatch) -
         solver._compact_newton_fn.cache_clear()
 
 
-def test_iterations_per_trip_take_the_same_iterations(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`ITERATIONS_PER_TRIP` (here for the CPU, a batch below the queue's): three Newton iterations
-    per trip of the vmapped loop, each problem still stopping where it stops alone; the answers are
-    the one-per-trip loop's up to float32 rounding (fused differently), its iteration cap included."""
-    p = _problems(32, seed=5)
-    warm = p.qacc_smooth.at[::3].add(0.5)
-    its = _iterations(_cfg(), p, warm)
-    assert its.max() >= 4 and len(set(its.tolist())) > 2, np.bincount(its)  # trips end mid-group
-    cfgs = (_cfg(), _cfg(iterations=2, warmstart=False))
-    want = [np.asarray(_solve_batched(c, p, warm)) for c in cfgs]
-
-    def factors() -> int:  # LAPACK factors in the lowered loop: one per Newton iteration
-        f = jax.jit(jax.vmap(lambda q, w: solver.solve(cfgs[0], q, w)))
-        return f.lower(p, warm).as_text().count("lapack_spotrf")
-
-    one = factors()
-    monkeypatch.setattr(solver, "ITERATIONS_PER_TRIP", {"cpu": 3})
-    solver._newton_fn.cache_clear()
-    solver._compact_newton_fn.cache_clear()
-    try:
-        assert factors() == 3 * one, (factors(), one)
-        for c, w in zip(cfgs, want, strict=True):
-            np.testing.assert_allclose(np.asarray(_solve_batched(c, p, warm)), w, rtol=1e-5, atol=1e-5)
-    finally:
-        solver._newton_fn.cache_clear()
-        solver._compact_newton_fn.cache_clear()
-
-
 @pytest.mark.parametrize("iterations", [0, 1, 2])
 def test_iteration_cap_is_per_problem(iterations: int) -> None:
     """With a cap below convergence every problem stops after exactly `iterations`, as alone."""
