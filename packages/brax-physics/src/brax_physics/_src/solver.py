@@ -602,10 +602,17 @@ def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     return _Iterate(s.it + 1, small | _grad_small(cfg, new, stol), x, ma, jar, new)
 
 
+# The start and the iteration, traced once per settings and shapes: the solve's own trace, the
+# plain vmapped loop and the work queue all call them on one problem, and jit's trace cache hands
+# each call the same jaxpr (inlined, so the program is as if traced in place).
+_start_traced = jax.jit(_start, static_argnums=0, inline=True)
+_iterate_traced = jax.jit(_iterate, static_argnums=0, inline=True)
+
+
 def _newton_loop(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
     """(nv,) qacc of one problem: Newton iterations until a stopping test fires."""
-    s = jax.lax.while_loop(functools.partial(_running, cfg), lambda s: _iterate(cfg, p, s),
-                           _start(cfg, p, x_warm))
+    s: _Iterate = jax.lax.while_loop(functools.partial(_running, cfg), lambda s: _iterate_traced(cfg, p, s),
+                                     _start_traced(cfg, p, x_warm))
     return s.x
 
 
@@ -648,7 +655,7 @@ def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> ja
     copies instead of gathering every slot's problem from the batch (measured faster, same values).
     """
     n = x_warm.shape[0]
-    s0 = jax.vmap(functools.partial(_start, cfg))(p, x_warm)
+    s0 = jax.vmap(functools.partial(_start_traced, cfg))(p, x_warm)
     pending = jax.vmap(functools.partial(_running, cfg))(s0)
     order = jnp.argsort(jnp.where(pending, 0, 1), stable=True)  # pending problems first
     n_pending = jnp.sum(pending, dtype=jnp.int32)
@@ -673,7 +680,7 @@ def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> ja
     def body(c: Carry) -> Carry:
         x_out, sidx, slot, ptr = c
         it, ps = slot
-        it = jax.vmap(functools.partial(_iterate, cfg))(ps, it)
+        it = jax.vmap(functools.partial(_iterate_traced, cfg))(ps, it)
         active = sidx < n
         finished = active & ~jax.vmap(functools.partial(_running, cfg))(it)
         x_out = x_out.at[jnp.where(finished, sidx, n)].set(it.x, mode="drop")

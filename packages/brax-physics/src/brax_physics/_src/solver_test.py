@@ -120,6 +120,33 @@ def test_queue_only_where_queue_platforms_say(monkeypatch: pytest.MonkeyPatch) -
         solver._compact_newton_fn.cache_clear()
 
 
+def test_newton_iteration_traced_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The solve's own trace, the plain vmapped loop (traced for other platforms) and the work
+    queue share one trace of the Newton iteration (it holds the Hessian, the factor and the line
+    search, a large share of the step's trace time); the program is the same either way."""
+    p = _problems(128, seed=7)
+    calls = []
+    hessian = solver._hessian
+
+    def counted(*args: object) -> jax.Array:
+        calls.append(1)
+        return hessian(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(solver, "_hessian", counted)
+
+    def trace(tolerance: float) -> None:  # settings of their own: no trace cached from other tests
+        cfg = _cfg()._replace(tolerance=tolerance)
+        jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w))).trace(p, p.qacc_smooth)
+
+    trace(1.25e-8)
+    assert len(calls) == 1
+    # traced in place, each of the three traces it again
+    monkeypatch.setattr(solver, "_iterate_traced", solver._iterate)
+    monkeypatch.setattr(solver, "_start_traced", solver._start)
+    trace(1.5e-8)
+    assert len(calls) == 4
+
+
 @pytest.mark.parametrize("iterations", [0, 1, 2])
 def test_iteration_cap_is_per_problem(iterations: int) -> None:
     """With a cap below convergence every problem stops after exactly `iterations`, as alone."""
