@@ -23,7 +23,8 @@ as many systems as stay under that work, one call per chunk when the batch is la
 runs on the thread that calls it, and any number of them may run at once (the chunks of one
 factor side by side, two devices each on its own core). A vmap around another vmap batches a
 chunk's call again, past the limit; the pipeline vmaps once. The split is the CPU's alone
-(`lax.platform_dependent`): lowered for a GPU or TPU, each factor or solve takes the whole batch.
+(`platforms.choose`, which traces only the form of the platform a program is lowered for): lowered
+for a GPU or TPU, each factor or solve takes the whole batch.
 So do the column and substitution forms (`LOOP_PLATFORMS`): on a GPU each trip of their loop over
 rows is a round of kernel launches (a step has several such loops, two inside every Newton
 iteration), where cuSOLVER's batched factor and cuBLAS's batched triangular solves are a few
@@ -49,6 +50,8 @@ import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 import numpy as np
 from jax import custom_batching, lax
+
+from brax_physics._src import platforms
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -77,7 +80,7 @@ SUBSTITUTE_MIN_BATCH = 64
 # humanoid, 23 dofs, ran 9% faster at 1024 envs for 2.3 s more compile, 1-5% at 256 for 3.5 s).
 FACTOR_UNROLL_MAX_N = 32
 FACTOR_UNROLL_MIN_BATCH = 512
-# Platforms whose programs run the column and substitution forms (`lax.platform_dependent`); the
+# Platforms whose programs run the column and substitution forms (`platforms.choose`); the
 # others get the linear-algebra library's whole-batch calls. Their loops over rows suit a CPU's
 # SIMD lanes; on a GPU every trip is a round of kernel launches.
 LOOP_PLATFORMS: tuple[str, ...] = ("cpu",)
@@ -293,8 +296,7 @@ def _inline_map(fn: Callable[..., jax.Array], work: int, *xs: jax.Array) -> jax.
     def chunked(*ys: jax.Array) -> jax.Array:
         return jnp.concatenate([whole(*(y[i:i + chunk] for y in ys)) for i in range(0, batch, chunk)])
 
-    out: jax.Array = jax.lax.platform_dependent(*xs, cpu=chunked, default=whole)
-    return out
+    return platforms.choose(whole, {"cpu": chunked}, *xs)
 
 
 def _lapack_factors(a: jax.Array) -> jax.Array:
@@ -392,22 +394,16 @@ def _loop_or_library(n: int, loop: Callable[..., jax.Array], library: Callable[.
     triangular solves, since on a GPU each trip of the loop is a round of kernel launches."""
     if n <= SMALL_N:  # tiny systems: the loops are unrolled on every platform
         return loop(*xs)
-    if not LOOP_PLATFORMS:
-        return library(*xs)
-    out: jax.Array = jax.lax.platform_dependent(*xs, default=library,
-                                                **{name: loop for name in LOOP_PLATFORMS})
-    return out
+    return platforms.choose(library, dict.fromkeys(LOOP_PLATFORMS, loop), *xs)
 
 
 def _or_graph(n: int, chosen: Callable[..., jax.Array], graph: Callable[..., jax.Array],
               *xs: jax.Array) -> jax.Array:
     """`graph(*xs)`, the form without loops or library calls, in programs lowered for
     `GRAPH_PLATFORMS` when SMALL_N < n <= GRAPH_MAX_N; `chosen(*xs)` everywhere else."""
-    if n <= SMALL_N or n > GRAPH_MAX_N or not GRAPH_PLATFORMS:
+    if n <= SMALL_N or n > GRAPH_MAX_N:
         return chosen(*xs)
-    out: jax.Array = jax.lax.platform_dependent(*xs, default=chosen,
-                                                **{name: graph for name in GRAPH_PLATFORMS})
-    return out
+    return platforms.choose(chosen, dict.fromkeys(GRAPH_PLATFORMS, graph), *xs)
 
 
 def _columns_solve(a: jax.Array, b: jax.Array) -> jax.Array:

@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import custom_batching
 
-from brax_physics._src import linalg
+from brax_physics._src import linalg, platforms
 
 _HI = jax.lax.Precision.HIGHEST
 
@@ -602,9 +602,9 @@ def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     return _Iterate(s.it + 1, small | _grad_small(cfg, new, stol), x, ma, jar, new)
 
 
-# The start and the iteration, traced once per settings and shapes: the solve's own trace, the
-# plain vmapped loop and the work queue all call them on one problem, and jit's trace cache hands
-# each call the same jaxpr (inlined, so the program is as if traced in place).
+# The start and the iteration, traced once per settings and problem shapes: every program of a
+# process that solves the same problems (a training run's chunk and evaluation, at any batch) gets
+# the same jaxpr from jit's trace cache (inlined, so the program is as if traced in place).
 _start_traced = jax.jit(_start, static_argnums=0, inline=True)
 _iterate_traced = jax.jit(_iterate, static_argnums=0, inline=True)
 
@@ -627,7 +627,7 @@ QUEUE_MIN_BATCH = 64
 QUEUE_SMALL_FRACTION = 4
 QUEUE_MIN_SLOTS = 16
 QUEUE_SLOT_FRACTION = 16
-# Platforms whose programs use the work queue (`lax.platform_dependent`; the others run the plain
+# Platforms whose programs use the work queue (`platforms.choose`; the others run the plain
 # vmapped loop). The queue trades trips for work: it spreads the batch's iterations over fewer
 # slots than problems, so it takes more trips than the plain loop's slowest problem. A CPU's time follows
 # the work; a GPU's step at RL batch sizes follows its kernel launches and each trip's host
@@ -701,7 +701,8 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
 
     @custom_batching.custom_vmap
     def newton(p: Problem, x_warm: jax.Array) -> jax.Array:
-        return _newton_loop(cfg, p, x_warm)
+        # traced when lowered: under vmap the rule below replaces it, and its loop is not traced
+        return platforms.defer(functools.partial(_newton_loop, cfg), p, x_warm)
 
     @newton.def_vmap
     def _(axis_size: int, in_batched: list[object], p: Problem, x_warm: jax.Array) -> tuple[jax.Array, bool]:
@@ -713,9 +714,7 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
         if axis_size < QUEUE_MIN_BATCH or x_warm.ndim != 2 or not QUEUE_PLATFORMS:
             return plain(p, x_warm), True  # small batches: the plain vmapped loop
         queued = functools.partial(_newton_queued, cfg, slots=queue_slots(axis_size))
-        out: jax.Array = jax.lax.platform_dependent(p, x_warm, default=plain,
-                                                    **{name: queued for name in QUEUE_PLATFORMS})
-        return out, True
+        return platforms.choose(plain, dict.fromkeys(QUEUE_PLATFORMS, queued), p, x_warm), True
 
     return newton
 
@@ -837,11 +836,14 @@ def _compact_newton_fn(cfg: Config) -> custom_batching.custom_vmap:
     def solve_tier(t: int) -> Callable[[Problem, jax.Array], jax.Array]:
         return lambda p, x: smalls[t](_gather(plan, t, p), x)
 
-    @custom_batching.custom_vmap
-    def newton(p: Problem, x_warm: jax.Array) -> jax.Array:
+    def switch(p: Problem, x_warm: jax.Array) -> jax.Array:
         branches = [solve_tier(t) for t in range(len(smalls))] + [full]
         out: jax.Array = jax.lax.switch(_tier(plan, p), branches, p, x_warm)
         return out
+
+    @custom_batching.custom_vmap
+    def newton(p: Problem, x_warm: jax.Array) -> jax.Array:
+        return platforms.defer(switch, p, x_warm)  # as `_newton_fn`'s
 
     @newton.def_vmap
     def _(axis_size: int, in_batched: list[object], p: Problem, x_warm: jax.Array) -> tuple[jax.Array, bool]:

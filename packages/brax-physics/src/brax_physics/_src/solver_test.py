@@ -121,10 +121,11 @@ def test_queue_only_where_queue_platforms_say(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_newton_iteration_traced_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The solve's own trace, the plain vmapped loop (traced for other platforms) and the work
-    queue share one trace of the Newton iteration (it holds the Hessian, the factor and the line
-    search, a large share of the step's trace time); the program is the same either way."""
-    p = _problems(128, seed=7)
+    """Under vmap the solve's own loop is never traced (`platforms.defer`) and the work queue's is
+    traced when the CPU program is lowered, once for every program of the same settings and problem
+    shapes (a training run's chunk and evaluation); the plain vmapped loop of other platforms is
+    not traced. The iteration holds the Hessian, the factor and the line search."""
+    p = _problems(256, seed=7)
     calls = []
     hessian = solver._hessian
 
@@ -134,17 +135,24 @@ def test_newton_iteration_traced_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(solver, "_hessian", counted)
 
-    def trace(tolerance: float) -> None:  # settings of their own: no trace cached from other tests
+    def lowered(tolerance: float, batch: int) -> None:  # own settings: no trace cached from other tests
         cfg = _cfg()._replace(tolerance=tolerance)
-        jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w))).trace(p, p.qacc_smooth)
+        sub = jax.tree.map(lambda a: a[:batch], p)
+        before = len(calls)
+        traced = jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w))).trace(sub, sub.qacc_smooth)
+        assert len(calls) == before  # tracing alone traces no Newton iteration
+        traced.lower(lowering_platforms=("cpu",))
 
-    trace(1.25e-8)
+    lowered(1.25e-8, 128)
+    lowered(1.25e-8, 256)
     assert len(calls) == 1
-    # traced in place, each of the three traces it again
+    # traced in place, the second program traces it again
+    calls.clear()
     monkeypatch.setattr(solver, "_iterate_traced", solver._iterate)
     monkeypatch.setattr(solver, "_start_traced", solver._start)
-    trace(1.5e-8)
-    assert len(calls) == 4
+    lowered(1.5e-8, 128)
+    lowered(1.5e-8, 256)
+    assert len(calls) == 2
 
 
 @pytest.mark.parametrize("iterations", [0, 1, 2])
