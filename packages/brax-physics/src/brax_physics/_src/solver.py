@@ -317,7 +317,8 @@ def _hessian_sum_fn(row_dof: tuple[int, ...]) -> custom_batching.custom_vmap:
 
     @custom_batching.custom_vmap
     def hessian(m: jax.Array, j: jax.Array, w: jax.Array) -> jax.Array:
-        return _hessian_sum(row_dof, m, j, w)
+        # traced when lowered: under vmap (the Newton solve's case) the rule replaces it
+        return platforms.defer(functools.partial(_hessian_sum, row_dof), m, j, w, like=0)
 
     @hessian.def_vmap
     def _(axis_size: int, in_batched: list[bool], m: jax.Array, j: jax.Array,
