@@ -8,7 +8,9 @@ binds one equation instead, and its lowering rule traces the form of the platfor
 platform's form and the switch between them that JAX emits for platform-specific lowerings.
 
 The forms take arrays whose leading axis is a batch of independent problems (the solves and
-factors of `linalg` under `vmap`): a further `vmap` merges its axis into that one.
+factors of `linalg` under `vmap`): a further `vmap` merges its axis into that one. Their output
+has the shape of one operand; `com.mm`'s CUDA form, whose output has no operand's shape and which
+is a few operations to trace, keeps `lax.platform_dependent`.
 """
 
 from __future__ import annotations
@@ -67,9 +69,14 @@ def _abstract_eval(*avals: Any, default: Form, forms: Forms, like: int) -> Any:
 
 
 def _impl(*xs: jax.Array, default: Form, forms: Forms, like: int) -> jax.Array:
-    del like  # outside jit: the form of the platform the first operand lives on
-    platform = next(iter(xs[0].devices())).platform
-    out: jax.Array = jax.jit(_form(platform, default, forms))(*xs)
+    # outside jit: the equation jitted, so that lowering picks the operands' platform's form (a
+    # device's `platform` says "gpu" where lowering says "cuda" or "rocm")
+    def bound(*ys: jax.Array) -> jax.Array:
+        out: jax.Array = _choose_p.bind(  # type: ignore[no-untyped-call]  # untyped in jax
+            *ys, default=default, forms=forms, like=like)
+        return out
+
+    out: jax.Array = jax.jit(bound)(*xs)
     return out
 
 

@@ -605,7 +605,9 @@ def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
 
 # The start and the iteration, traced once per settings and problem shapes: every program of a
 # process that solves the same problems (a training run's chunk and evaluation, at any batch) gets
-# the same jaxpr from jit's trace cache (inlined, so the program is as if traced in place).
+# the same jaxpr from jit's trace cache (inlined, so the program is as if traced in place). A
+# module setting read while tracing them (the Hessian's and line search's row limits) reaches
+# programs traced after `jax.clear_caches()`, as for any jitted function reading a global.
 _start_traced = jax.jit(_start, static_argnums=0, inline=True)
 _iterate_traced = jax.jit(_iterate, static_argnums=0, inline=True)
 
