@@ -57,6 +57,18 @@ def test_rotate_and_inverse(rots: Rotation, quats: jax.Array, vecs: jax.Array) -
     )
 
 
+def test_mixed_dtypes_promote(rots: Rotation, quats: jax.Array, vecs: jax.Array) -> None:
+    """Operands of two float dtypes take jax.numpy's promotion (the same-dtype case runs on lax's
+    operations): a float16 operand gives float32 results, the float32 answers to float16 rounding."""
+    other = jnp.asarray(_wxyz(Rotation.random(N, random_state=8)), dtype=jnp.float16)
+    v16 = vecs.astype(jnp.float16)
+    with jax.numpy_dtype_promotion("standard"):  # the suite may run under strict promotion
+        got, rotated = bm.quat_mul(quats, other), bm.rotate(v16, quats)
+    assert got.dtype == rotated.dtype == jnp.float32
+    np.testing.assert_allclose(got, bm.quat_mul(quats, other.astype(jnp.float32)), atol=2e-3)
+    np.testing.assert_allclose(rotated, bm.rotate(v16.astype(jnp.float32), quats), atol=1e-5)
+
+
 def test_rotate_single_quat_over_batch_of_vectors(rots: Rotation, vecs: jax.Array) -> None:
     q = jnp.asarray(_wxyz(rots[0]), dtype=jnp.float32)
     np.testing.assert_allclose(bm.rotate(vecs, q), rots[0].apply(np.asarray(vecs)), atol=1e-5)

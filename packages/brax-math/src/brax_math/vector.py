@@ -47,7 +47,16 @@ def _cross_parts(a: Sequence[jax.Array], b: Sequence[jax.Array]) -> tuple[jax.Ar
     """The three components of a × b from the components of a and b (as `_parts` gives them)."""
     a0, a1, a2 = a
     b0, b1, b2 = b
+    if _same_dtype(*a, *b):  # lax's operations: the same equations, a fraction of the tracing
+        mul, sub = lax.mul, lax.sub
+        return sub(mul(a1, b2), mul(a2, b1)), sub(mul(a2, b0), mul(a0, b2)), sub(mul(a0, b1), mul(a1, b0))
     return a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0
+
+
+def _same_dtype(*xs: jax.Array) -> bool:
+    """Whether `xs` share one shape and dtype, so that lax's elementwise operations take them as
+    they are (jax.numpy's would only check and promote: the same equations, traced more slowly)."""
+    return all(x.dtype == xs[0].dtype and x.shape == xs[0].shape for x in xs)
 
 
 def _join(parts: Sequence[jax.Array]) -> jax.Array:
