@@ -69,15 +69,14 @@ def _abstract_eval(*avals: Any, default: Form, forms: Forms, like: int) -> Any:
 
 
 def _impl(*xs: jax.Array, default: Form, forms: Forms, like: int) -> jax.Array:
-    # outside jit: the equation jitted, so that lowering picks the operands' platform's form (a
-    # device's `platform` says "gpu" where lowering says "cuda" or "rocm")
-    def bound(*ys: jax.Array) -> jax.Array:
-        out: jax.Array = _choose_p.bind(  # type: ignore[no-untyped-call]  # untyped in jax
-            *ys, default=default, forms=forms, like=like)
-        return out
-
-    out: jax.Array = jax.jit(bound)(*xs)
-    return out
+    """Outside jit: the form of the first operand's platform, op by op (as `lax.platform_dependent`
+    runs its branch when nothing is traced)."""
+    del like
+    device = next(iter(xs[0].devices()))
+    platform = device.platform
+    if platform == "gpu":  # lowering names the GPU platforms apart
+        platform = "rocm" if "rocm" in str(device.client.platform_version).lower() else "cuda"
+    return _form(platform, default, forms)(*xs)
 
 
 def _lowering(platform: str | None) -> Callable[..., Sequence[Any]]:
