@@ -323,13 +323,18 @@ def _setup(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> _Run:
     keys = _keys(c.seed)
     key_rand, key_reset0 = jax.random.split(keys.env)
     env = wrap_env(environment, c, c.num_envs, key_rand, per_episode=c.randomize_per_episode)
-    reset_keys = jax.random.split(key_reset0, c.num_envs)
-    state_shape = jax.eval_shape(env.reset, reset_keys)
+    # JAX traces the batched reset once when the shapes below come from the function and argument
+    # placement that the reset's call uses: another bound-method object of `env.reset`, or keys placed
+    # otherwise, miss jit's trace cache and trace the reset (physics init included) again.
+    reset_keys = jax.device_put(jax.random.split(key_reset0, c.num_envs), NamedSharding(mesh, P(AXIS)))
+    reset = env.reset
+    state_shape = jax.eval_shape(reset, reset_keys)
     if c.randomization_fn is None or c.randomize_per_episode:
         # (a once-per-run randomization closes over the batch of systems, which would not split)
         env = per_device(env, state_shape, c.num_envs, mesh)
+        reset = env.reset if isinstance(env, _PerDevice) else reset
     env_shardings = _env_shardings(state_shape, c.num_envs, mesh)
-    reset_fn = jax.jit(env.reset, out_shardings=env_shardings)
+    reset_fn = jax.jit(reset, out_shardings=env_shardings)
     one_obs = jax.eval_shape(lambda obs: jax.tree.map(lambda x: x[0], obs), state_shape.obs)
     obs_size = brax_envs.observation_size_of(one_obs)
     agent = make_agent(Setup(env, obs_size, state_shape, mesh, env_shardings))
@@ -347,7 +352,7 @@ def _setup(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> _Run:
             jax.device_put(UInt64.from_int(0), repl),
         )
         ahead = _compile_ahead(c, chunk_fn, abstract, _first_chunk(c, agent, 0))
-    env_state = reset_fn(jax.device_put(reset_keys, NamedSharding(mesh, P(AXIS))))
+    env_state = reset_fn(reset_keys)
     run = _Run(
         c,
         devices,

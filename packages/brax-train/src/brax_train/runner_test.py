@@ -100,6 +100,29 @@ def test_first_chunk_compiles_on_a_worker(tmp_path: pathlib.Path) -> None:
     assert chunk_compiles(num_timesteps=2 * PER_UPDATE, num_evals=0) == ["brax_train_compile"], compiles
 
 
+class _CountingResets(brax_envs.Wrapper):
+    """Counts how often the environment's reset runs as Python (each time, a trace of it)."""
+
+    calls = 0
+
+    def reset(self, rng: jax.Array) -> brax_envs.State:
+        """The wrapped reset, counted."""
+        _CountingResets.calls += 1
+        state: brax_envs.State = self.env.reset(rng)
+        return state
+
+
+def test_reset_traced_once_on_one_device() -> None:
+    """The reset's shapes (for the chunk compiled ahead) and its first call share one trace of the
+    reset: with a real model its body is the physics init, a second trace of which costs about a
+    second of a fresh run's start."""
+    _CountingResets.calls = 0
+    c = RunConfig(num_envs=NUM_ENVS, episode_length=20, seed=3, num_timesteps=PER_UPDATE, num_evals=0,
+                  max_devices_per_host=1)
+    runner.run(_CountingResets(brax_envs.get_environment("fast")), c, _toy_agent)
+    assert _CountingResets.calls == 1
+
+
 def test_nonfinite_code_stops_training_naming_step_and_quantity() -> None:
     """An update reporting a non-finite code raises `NonFiniteError` at that update's end step."""
     with pytest.raises(runner.NonFiniteError, match=rf"non-finite parameters .* env step {3 * PER_UPDATE}"):
