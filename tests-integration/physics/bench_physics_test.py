@@ -64,3 +64,20 @@ def test_row_with_kernel_profile(capsys: pytest.CaptureFixture[str]) -> None:
     assert prof["top"] and all(isinstance(name, str) and n > 0 for name, n, _ in prof["top"])
     assert prof["wall_us_per_step"] > 0 and prof["cuda_api"] == []
     assert any(line.startswith("/host:CPU") for line in prof["lines"])
+
+
+def test_interleaved_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--interleave`: each row's child compiles once and times one rollout per round, in turns;
+    a row that cannot run is an error row, and the mode refuses the options it does not time."""
+    physics.main(["--models", "reacher", "--backends", "brax_physics,mujoco_c,brax_physics_mjx_env",
+                  "--batches", "2", "--steps", "2", "--repeats", "2", "--interleave"])
+    ours, c, mjx_env = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    for row in (ours, c):
+        assert "error" not in row and row["rounds"] == 2 and row["interleaved"] is True, row
+        assert row["steps_per_s"] > 0
+    assert ours["compile_s"] > 0 and ours["xla_buffer_bytes"] > 0 and ours["ours_over_this"] == 1.0
+    assert c["compile_s"] is None and c["ours_over_this"] > 0
+    assert "no MJX env settings for model 'reacher'" in mjx_env["error"]
+    with pytest.raises(SystemExit):
+        physics.main(["--models", "reacher", "--interleave", "--memory"])
+    assert "--interleave times rows only" in capsys.readouterr().err

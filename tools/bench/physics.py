@@ -22,7 +22,11 @@ an `OptionWarning` and does at least MJX's line-search work). `mujoco_c` runs on
 `mujoco_c_1thread` one thread: the per-core anchor, as XLA:CPU runs a vmapped step's kernels one at
 a time. `brax_physics_sharded` and `brax_mjx_env_sharded` (only when named) give their child one XLA
 CPU device per core and split the batch over them with `jax.shard_map`, so the cores run steps side
-by side as MuJoCo C's threads do.
+by side as MuJoCo C's threads do. `--interleave` times a (model, batch)'s rows in turns instead of
+one after another (`_interleaved`): each row's child stays alive after its compile, and each of
+`--repeats` rounds times one rollout of every row, so drift between minutes (20-50% on shared
+2-core machines) hits all rows alike; `ours_over_this` is then the median of the rounds' paired
+ratios.
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ import argparse
 import contextlib
 import json
 import os
+import select
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -57,18 +63,37 @@ def _controls(nu: int, batch: int) -> np.ndarray:
 
 
 def _time_jax(rollout: Callable[..., Any], args: tuple[Any, ...], repeats: int) -> tuple[float, float, int]:
-    """Compile seconds, median run seconds and XLA buffer bytes of `jit(rollout)(*args)`."""
+    """Compile seconds, median run seconds and XLA buffer bytes of `jit(rollout)(*args)` (with
+    `BENCH_SERVE=1`, `_serve`s timed runs instead)."""
     t0 = time.perf_counter()
     compiled = jax.jit(rollout).lower(*args).compile()
     compile_s = time.perf_counter() - t0
     peak = _buffer_bytes(compiled)
     jax.block_until_ready(compiled(*args))
-    runs = []
-    for _ in range(repeats):
+
+    def run() -> float:
         t0 = time.perf_counter()
         jax.block_until_ready(compiled(*args))
-        runs.append(time.perf_counter() - t0)
-    return compile_s, statistics.median(runs), peak
+        return time.perf_counter() - t0
+
+    if os.environ.get("BENCH_SERVE") == "1":
+        return _serve(compile_s, peak, run)
+    return compile_s, statistics.median(run() for _ in range(repeats)), peak
+
+
+def _serve(compile_s: float, peak: int, run: Callable[[], float]) -> tuple[float, float, int]:
+    """Child side of `--interleave`: print a ready line ({"ready": [compile_s, bytes]}), then per
+    "run" line on stdin one untimed `run()` and one timed ({"run_s": seconds}), until stdin closes.
+
+    The untimed run wakes what the other rows' turns left idle (thread pools, caches): a rollout
+    timed first after another process's turn ran up to 1.5x slower at batch 1.
+    """
+    print(json.dumps({"ready": [compile_s, peak]}), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "run":
+            run()
+            print(json.dumps({"run_s": run()}), flush=True)
+    return compile_s, float("nan"), peak
 
 
 def _sharded(rollout: Callable[..., Any],
@@ -307,12 +332,15 @@ def bench_mujoco(xml: str, batch: int, steps: int, repeats: int,
     ctrl = np.repeat(_controls(model.nu, batch)[:, None, :], steps, axis=1).astype(np.float64)
     with rollout.Rollout(nthread=nthread) as r:
         r.rollout([model] * batch, datas, init, ctrl, nstep=steps)  # warm-up
-        runs = []
-        for _ in range(repeats):
+
+        def run() -> float:
             t0 = time.perf_counter()
             r.rollout([model] * batch, datas, init, ctrl, nstep=steps)
-            runs.append(time.perf_counter() - t0)
-    return float("nan"), statistics.median(runs), 0
+            return time.perf_counter() - t0
+
+        if os.environ.get("BENCH_SERVE") == "1":
+            return _serve(float("nan"), 0, run)
+        return float("nan"), statistics.median(run() for _ in range(repeats)), 0
 
 
 # Each takes (xml, batch, steps, repeats, model name) and returns (compile s, run s, XLA bytes).
@@ -367,13 +395,16 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def _child_env(backend: str, memory: bool = False, profile: bool = False) -> dict[str, str]:
+def _child_env(backend: str, memory: bool = False, profile: bool = False,
+               serve: bool = False) -> dict[str, str]:
     """The environment of `backend`'s child: XLA_FLAGS plus `_CHILD_XLA_FLAGS` where it needs them,
     one CPU device per core for the sharded backends; `memory`: `BENCH_MEMORY=1` and
     `_CHILD_XLA_FLAGS` for every backend, so all count bytes under one schedule (XLA's default one
     trades buffer bytes for concurrency; MJX's children need the memory-minimizing one);
-    `profile`: `BENCH_PROFILE=1`."""
+    `profile`: `BENCH_PROFILE=1`; `serve`: `BENCH_SERVE=1` (`_serve`)."""
     env = dict(os.environ)
+    if serve:
+        env["BENCH_SERVE"] = "1"
     if memory:
         env["BENCH_MEMORY"] = "1"
     if profile:
@@ -430,9 +461,101 @@ def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int, timeo
     return float(compile_s), float(run_s), int(peak), mem
 
 
+class _Server:
+    """One row's child kept alive for `--interleave`: it compiles once (`_serve`), then times one
+    rollout per request, so the rows of a (model, batch) are timed in turns within the same minutes."""
+
+    def __init__(self, backend: str, job: str, timeout: float) -> None:
+        self.timeout = timeout
+        # stderr to a file (closed in `close`): a pipe nobody reads could fill and block the child
+        self.err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
+        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--one"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                     env=_child_env(backend, serve=True))
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin, self.fd, self.buf = self.proc.stdin, self.proc.stdout.fileno(), b""
+        self.stdin.write(job.encode() + b"\n")
+        self.stdin.flush()
+
+    def reply(self) -> dict[str, Any]:
+        """The child's next JSON object line (other output skipped), within the timeout."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            line, sep, rest = self.buf.partition(b"\n")
+            if sep:
+                self.buf = rest
+                if line.startswith(b"{"):
+                    out: dict[str, Any] = json.loads(line)
+                    return out
+                continue
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                self.close()
+                raise TimeoutError(f"no result within {self.timeout:.0f} s (see _measure's docstring)")
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                self.proc.wait()
+                self.err.seek(0)
+                raise RuntimeError(self.err.read().strip()[-300:] or f"exit status {self.proc.returncode}")
+            self.buf += chunk
+
+    def run(self) -> float:
+        """Seconds of one timed rollout."""
+        self.stdin.write(b"run\n")
+        self.stdin.flush()
+        return float(self.reply()["run_s"])
+
+    def close(self) -> None:
+        """End the child (closing its stdin ends `_serve`)."""
+        with contextlib.suppress(OSError):
+            self.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+        self.err.close()
+
+
+def _interleaved(backends: list[str], xml: str, batch: int, steps: int, repeats: int, timeout: float,
+                 model: str) -> dict[str, tuple[float, list[float], int] | Exception]:
+    """Per backend, (compile s, the `repeats` run seconds, XLA bytes) or the error: each backend's
+    child compiles in turn (alone, as `_measure`'s would), then every round times one rollout of
+    each backend, one after another, so the machine's drift over minutes hits every row alike."""
+    out: dict[str, tuple[float, list[float], int] | Exception] = {}
+    servers: dict[str, tuple[_Server, float, int]] = {}
+    try:
+        for backend in backends:
+            job = json.dumps({"backend": backend, "xml": xml, "batch": batch, "steps": steps,
+                              "repeats": repeats, "model": model})
+            try:
+                server = _Server(backend, job, timeout)
+                compile_s, peak = server.reply()["ready"]
+                servers[backend] = (server, float(compile_s), int(peak))
+            except Exception as e:  # a peer failing on a model is a result, not a crash
+                out[backend] = e
+        runs: dict[str, list[float]] = {b: [] for b in servers}
+        for _ in range(repeats):
+            for backend in list(runs):
+                try:
+                    runs[backend].append(servers[backend][0].run())
+                except Exception as e:
+                    out[backend] = e
+                    del runs[backend]
+        for backend, times in runs.items():
+            out[backend] = (servers[backend][1], times, servers[backend][2])
+    finally:
+        for server, _, _ in servers.values():
+            server.close()
+    return out
+
+
 def _one() -> None:
-    """Child process of `_measure`: read one job as JSON on stdin, print [compile_s, run_s, bytes]."""
-    job = json.loads(sys.stdin.read())
+    """Child process of `_measure` (or `_Server`): read one job as JSON on stdin, print [compile_s,
+    run_s, bytes]."""
+    job = json.loads(sys.stdin.readline())  # one line: under `_serve` requests follow it
     warnings.filterwarnings("ignore", message="Brax System", category=UserWarning)
     out = BACKENDS[job["backend"]](job["xml"], job["batch"], job["steps"], job["repeats"], job["model"])
     print(json.dumps(list(out)), flush=True)
@@ -459,7 +582,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--profile", action="store_true",
                     help="add a kernel-level profile of the step to each JAX row (one more child; see "
                          "_kernel_profile)")
+    ap.add_argument("--interleave", action="store_true",
+                    help="time a (model, batch)'s rows in turns: every backend's child compiles, then "
+                         "each of --repeats rounds runs one rollout of each (see _interleaved)")
     args = ap.parse_args(argv)
+    if args.interleave and (args.memory or args.profile):
+        ap.error("--interleave times rows only: run --memory or --profile without it")
     for name in args.models.split(","):
         if name not in MODELS:
             ap.error(f"--models: unknown model {name!r}; choose from {', '.join(MODELS)}")
@@ -477,6 +605,7 @@ def main(argv: list[str] | None = None) -> None:
         for batch in (int(b) for b in args.batches.split(",")):
             ours: float | None = None  # brax_physics runs first when listed, so each row prints as it ends
             backends = sorted(args.backends.split(","), key=lambda b: b != "brax_physics")
+            rows: dict[str, Result] = {}
             for backend in backends:
                 if backend in _ENV_OPT_BACKENDS and model not in MJX_ENV_OPT and default_backends:
                     continue
@@ -485,25 +614,62 @@ def main(argv: list[str] | None = None) -> None:
                                "device": f"{device.platform}:{device.device_kind}", "cpus": os.cpu_count(),
                                "xla_flags": _child_env(backend).get("XLA_FLAGS", ""),
                                "solver": _solver(backend, xml, model)}
+                rows[backend] = row
                 try:
                     if backend in _ENV_OPT_BACKENDS:
                         _env_opt(model)  # an error row at once for models without such settings
                     if backend in _SHARDED and batch % _cores():
                         raise ValueError(f"batch {batch} does not split evenly over {_cores()} devices")
-                    compile_s, run_s, peak, mem = _measure(backend, xml, batch, args.steps, args.repeats,
-                                                           args.timeout, model, args.memory, args.profile)
-                except Exception as e:  # a peer failing on a model is a result, not a crash
+                except Exception as e:
                     row["error"] = f"{type(e).__name__}: {e}"[:300]
-                else:
-                    row.update(steps_per_s=round(batch * args.steps / run_s, 1),
-                               env_steps_per_s=round(batch * args.steps / run_s / N_FRAMES.get(model, 1), 1),
-                               compile_s=None if compile_s != compile_s else round(compile_s, 3),
-                               xla_buffer_bytes=peak or None, **mem)
+            if args.interleave:
+                _print_interleaved(rows, xml, batch, args, model)
+                continue
+            for backend, row in rows.items():
+                if "error" not in row:
+                    try:
+                        compile_s, run_s, peak, mem = _measure(backend, xml, batch, args.steps, args.repeats,
+                                                               args.timeout, model, args.memory, args.profile)
+                    except Exception as e:  # a peer failing on a model is a result, not a crash
+                        row["error"] = f"{type(e).__name__}: {e}"[:300]
+                    else:
+                        row.update(_rates(model, batch, args.steps, run_s),
+                                   compile_s=None if compile_s != compile_s else round(compile_s, 3),
+                                   xla_buffer_bytes=peak or None, **mem)
                 if backend == "brax_physics":
                     ours = row.get("steps_per_s")
                 if ours and row.get("steps_per_s"):
                     row["ours_over_this"] = round(ours / row["steps_per_s"], 3)
                 print(json.dumps(row), flush=True)
+
+
+def _rates(model: str, batch: int, steps: int, run_s: float) -> dict[str, float]:
+    """A row's physics steps/s and env steps/s (physics steps / the env's frames) for `run_s` per rollout."""
+    return {"steps_per_s": round(batch * steps / run_s, 1),
+            "env_steps_per_s": round(batch * steps / run_s / N_FRAMES.get(model, 1), 1)}
+
+
+def _print_interleaved(rows: dict[str, Result], xml: str, batch: int, args: argparse.Namespace,
+                       model: str) -> None:
+    """`rows` measured by `_interleaved` and printed: each row's median over the rounds, and
+    `ours_over_this` the median over rounds of this row's rollout time over brax_physics's in the
+    same round (paired, so drift between rounds cancels)."""
+    live = [b for b, row in rows.items() if "error" not in row]
+    results = _interleaved(live, xml, batch, args.steps, args.repeats, args.timeout, model)
+    ours = results.get("brax_physics")
+    for backend, row in rows.items():
+        res = results.get(backend)
+        if isinstance(res, Exception):
+            row["error"] = f"{type(res).__name__}: {res}"[:300]
+        elif res is not None:
+            compile_s, times, peak = res
+            row.update(_rates(model, batch, args.steps, statistics.median(times)),
+                       compile_s=None if compile_s != compile_s else round(compile_s, 3),
+                       xla_buffer_bytes=peak or None, rounds=len(times), interleaved=True)
+            if isinstance(ours, tuple):
+                pairs = [t / o for t, o in zip(times, ours[1], strict=True)]
+                row["ours_over_this"] = round(statistics.median(pairs), 3)
+        print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":
