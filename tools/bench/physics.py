@@ -401,10 +401,13 @@ def _child_env(backend: str, memory: bool = False, profile: bool = False,
     one CPU device per core for the sharded backends; `memory`: `BENCH_MEMORY=1` and
     `_CHILD_XLA_FLAGS` for every backend, so all count bytes under one schedule (XLA's default one
     trades buffer bytes for concurrency; MJX's children need the memory-minimizing one);
-    `profile`: `BENCH_PROFILE=1`; `serve`: `BENCH_SERVE=1` (`_serve`)."""
+    `profile`: `BENCH_PROFILE=1`; `serve`: `BENCH_SERVE=1` (`_serve`), and on a GPU no
+    preallocation (several children hold the device at once; JAX's default takes 75% of its memory
+    for the first)."""
     env = dict(os.environ)
     if serve:
         env["BENCH_SERVE"] = "1"
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     if memory:
         env["BENCH_MEMORY"] = "1"
     if profile:
