@@ -533,12 +533,14 @@ def _interleaved(backends: list[str], xml: str, batch: int, steps: int, repeats:
         for backend in backends:
             job = json.dumps({"backend": backend, "xml": xml, "batch": batch, "steps": steps,
                               "repeats": repeats, "model": model})
+            server = _Server(backend, job, timeout)
             try:
-                server = _Server(backend, job, timeout)
                 compile_s, peak = server.reply()["ready"]
-                servers[backend] = (server, float(compile_s), int(peak))
             except Exception as e:  # a peer failing on a model is a result, not a crash
+                server.close()
                 out[backend] = e
+            else:
+                servers[backend] = (server, float(compile_s), int(peak))
         runs: dict[str, list[float]] = {b: [] for b in servers}
         for _ in range(repeats):
             for backend in list(runs):
