@@ -526,7 +526,8 @@ def _interleaved(backends: list[str], xml: str, batch: int, steps: int, repeats:
                  model: str) -> dict[str, tuple[float, list[float], int] | Exception]:
     """Per backend, (compile s, the `repeats` run seconds, XLA bytes) or the error: each backend's
     child compiles in turn (alone, as `_measure`'s would), then every round times one rollout of
-    each backend, one after another, so the machine's drift over minutes hits every row alike."""
+    each backend, one after another (every other round in reverse order), so the machine's drift
+    over minutes hits every row alike."""
     out: dict[str, tuple[float, list[float], int] | Exception] = {}
     servers: dict[str, tuple[_Server, float, int]] = {}
     try:
@@ -542,8 +543,9 @@ def _interleaved(backends: list[str], xml: str, batch: int, steps: int, repeats:
             else:
                 servers[backend] = (server, float(compile_s), int(peak))
         runs: dict[str, list[float]] = {b: [] for b in servers}
-        for _ in range(repeats):
-            for backend in list(runs):
+        for r in range(repeats):
+            # every other round in reverse, so no row always runs right after the same one
+            for backend in list(runs)[:: 1 if r % 2 == 0 else -1]:
                 try:
                     runs[backend].append(servers[backend][0].run())
                 except Exception as e:
