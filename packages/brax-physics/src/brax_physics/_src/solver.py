@@ -700,7 +700,8 @@ def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> ja
 
 @functools.cache
 def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
-    """The Newton solve for settings `cfg`: a per-problem loop, and the work queue under vmap."""
+    """The Newton solve for settings `cfg`: a per-problem loop (also for a vmap of one problem), and
+    under vmap the work queue or the plain vmapped loop."""
 
     @custom_batching.custom_vmap
     def newton(p: Problem, x_warm: jax.Array) -> jax.Array:
@@ -713,6 +714,9 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
             return a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
 
         p, x_warm = jax.tree.map(full, (p, x_warm), tuple(in_batched))
+        if axis_size == 1:  # one problem (a single env under vmap): its loop, without a batched one's selects
+            one_p, one_x = jax.tree.map(lambda a: a[0], (p, x_warm))
+            return _newton_loop(cfg, one_p, one_x)[None], True
         plain = jax.vmap(functools.partial(_newton_loop, cfg))
         if axis_size < QUEUE_MIN_BATCH or x_warm.ndim != 2 or not QUEUE_PLATFORMS:
             return plain(p, x_warm), True  # small batches: the plain vmapped loop

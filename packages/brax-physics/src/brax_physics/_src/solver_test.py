@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.extend import core as jex
 
 from brax_physics._src import solver
 
@@ -96,6 +97,35 @@ def test_queue_matches_plain_vmapped_loop(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr(solver, "QUEUE_MIN_BATCH", 10**9)
     plain = np.asarray(_solve_batched(cfg, p, p.qacc_smooth))
     np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
+
+
+def _eqns(jaxpr: jex.Jaxpr) -> list[jex.JaxprEqn]:
+    """Every equation of `jaxpr` and of the jaxprs inside its equations' parameters."""
+    out = []
+    for eqn in jaxpr.eqns:
+        out.append(eqn)
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, tuple | list) else (value,):
+                inner = getattr(sub, "jaxpr", sub)
+                if isinstance(inner, jex.Jaxpr):
+                    out.extend(_eqns(inner))
+    return out
+
+
+def test_one_problem_under_vmap_runs_its_own_loop() -> None:
+    """A vmap of one problem (a single env stepped under vmap) solves it with the unbatched loop,
+    without a batched loop's select of every carried value per iteration: the loop carries x as
+    (NV,), not (1, NV), and the answer is the unbatched solve's."""
+    cfg, p = _cfg(), _problems(1, seed=5)
+    warm = p.qacc_smooth + 0.3
+    got = np.asarray(_solve_batched(cfg, p, warm))[0]
+    one = jax.tree.map(lambda a: a[0], p)
+    want = np.asarray(jax.jit(lambda q, w: solver.solve(cfg, q, w))(one, warm[0]))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    jaxpr = jax.make_jaxpr(jax.vmap(lambda q, w: solver.solve(cfg, q, w)))(p, warm).jaxpr
+    carried = {tuple(getattr(v.aval, "shape", ())) for e in _eqns(jaxpr) if e.primitive.name == "while"
+               for v in e.outvars}
+    assert (NV,) in carried and (1, NV) not in carried, carried
 
 
 def test_queue_only_where_queue_platforms_say(monkeypatch: pytest.MonkeyPatch) -> None:
