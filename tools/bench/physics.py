@@ -24,9 +24,9 @@ a time. `brax_physics_sharded` and `brax_mjx_env_sharded` (only when named) give
 CPU device per core and split the batch over them with `jax.shard_map`, so the cores run steps side
 by side as MuJoCo C's threads do. `--interleave` times a (model, batch)'s rows in turns instead of
 one after another (`_interleaved`): each row's child stays alive after its compile, and each of
-`--repeats` rounds times one rollout of every row, so drift between minutes (20-50% on shared
-2-core machines) hits all rows alike; `ours_over_this` is then the median of the rounds' paired
-ratios.
+`--repeats` rounds gives every row a turn (`_serve`: at least `_TURN_S` of timed rollouts), so
+drift between minutes (20-50% on shared 2-core machines) hits all rows alike; `ours_over_this`
+is then the median of the rounds' paired ratios.
 """
 
 from __future__ import annotations
@@ -474,8 +474,9 @@ def _measure(backend: str, xml: str, batch: int, steps: int, repeats: int, timeo
 
 
 class _Server:
-    """One row's child kept alive for `--interleave`: it compiles once (`_serve`), then times one
-    rollout per request, so the rows of a (model, batch) are timed in turns within the same minutes."""
+    """One row's child kept alive for `--interleave`: it compiles once (`_serve`), then takes a
+    turn of timed rollouts per request, so the rows of a (model, batch) are timed in turns within
+    the same minutes."""
 
     def __init__(self, backend: str, job: str, timeout: float) -> None:
         self.timeout = timeout
@@ -534,9 +535,9 @@ class _Server:
 def _interleaved(backends: list[str], xml: str, batch: int, steps: int, repeats: int, timeout: float,
                  model: str) -> dict[str, tuple[float, list[float], int] | Exception]:
     """Per backend, (compile s, the `repeats` run seconds, XLA bytes) or the error: each backend's
-    child compiles in turn (alone, as `_measure`'s would), then every round times one rollout of
-    each backend, one after another (every other round in reverse order), so the machine's drift
-    over minutes hits every row alike."""
+    child compiles in turn (alone, as `_measure`'s would), then every round gives each backend a
+    turn (`_serve`: the mean rollout seconds of at least `_TURN_S`), one after another (every
+    other round in reverse order), so the machine's drift over minutes hits every row alike."""
     out: dict[str, tuple[float, list[float], int] | Exception] = {}
     servers: dict[str, tuple[_Server, float, int]] = {}
     try:
@@ -600,7 +601,7 @@ def main(argv: list[str] | None = None) -> None:
                          "_kernel_profile)")
     ap.add_argument("--interleave", action="store_true",
                     help="time a (model, batch)'s rows in turns: every backend's child compiles, then "
-                         "each of --repeats rounds runs one rollout of each (see _interleaved)")
+                         "each of --repeats rounds gives each a turn of timed rollouts (see _interleaved)")
     args = ap.parse_args(argv)
     if args.interleave and (args.memory or args.profile):
         ap.error("--interleave times rows only: run --memory or --profile without it")
