@@ -64,6 +64,32 @@ def test_row_with_kernel_profile(capsys: pytest.CaptureFixture[str]) -> None:
     assert prof["top"] and all(isinstance(name, str) and n > 0 for name, n, _ in prof["top"])
     assert prof["wall_us_per_step"] > 0 and prof["cuda_api"] == []
     assert any(line.startswith("/host:CPU") for line in prof["lines"])
+    # the same kernels by the pipeline's named stages: every kernel counted once
+    stages = prof["stages"]
+    assert stages["fwd_position/kinematics"][0] >= 1 and stages["integrate"][0] >= 1, stages
+    assert abs(sum(c for c, _ in stages.values()) - prof["kernels_per_step"]) <= 0.05 * len(stages) + 0.1
+
+
+def test_stages_of_kernels() -> None:
+    """`_stages`: kernels summed by their operations' named scopes, below the scopes all of them share."""
+    body = "jit(rollout)/while/body/closed_call/"
+    assert physics._scopes(body + "vmap(fwd_position)/kinematics/gather") == ["fwd_position", "kinematics"]
+    solve = body + "vmap(fwd_constraint)/solve/while/body/vmap()/div"
+    assert physics._scopes(solve) == ["fwd_constraint", "solve"]
+    cho = "jit(rollout)/shard_map/while/body/vmap(integrate)/vmap(jit(_cho_solve))/triangular_solve"
+    assert physics._scopes(cho) == ["integrate", "_cho_solve"]
+    assert physics._scopes("jit(rollout)/while/body/add") == []
+    ours = {"a.1": body + "vmap(fwd_position)/kinematics/gather", "b": body + "vmap(integrate)/add",
+            "c_fusion.2": body + "vmap(fwd_position)/kinematics/mul", "d": "jit(rollout)/while/body/add"}
+    count = {"a.1": 2, "b": 2, "c_fusion_2": 4, "d": 2, "copy.3": 2}
+    ns = {"a.1": 4e3, "b": 2e3, "c_fusion_2": 8e3, "d": 2e3, "copy.3": 6e3}
+    assert physics._stages(ours, count, ns, 2) == {"fwd_position/kinematics": [3.0, 6.0], "?": [1.0, 3.0],
+                                                  "integrate": [1.0, 1.0], "other": [1.0, 1.0]}
+    # MJX's kernels all sit in vmap(step): the stages start below it
+    mjx = {"a": body + "vmap(step)/forward/fwd_position/x/mul", "b": body + "vmap(step)/euler/add",
+           "c": body + "vmap(step)/mul"}
+    assert physics._stages(mjx, {"a": 1, "b": 1, "c": 1}, {"a": 3e3, "b": 2e3, "c": 1e3}, 1) == {
+        "forward/fwd_position": [1.0, 3.0], "euler": [1.0, 2.0], "step": [1.0, 1.0]}
 
 
 def test_interleaved_rows(capsys: pytest.CaptureFixture[str]) -> None:
