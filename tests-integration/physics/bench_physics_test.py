@@ -64,6 +64,9 @@ def test_row_with_kernel_profile(capsys: pytest.CaptureFixture[str]) -> None:
     assert prof["top"] and all(isinstance(name, str) and n > 0 for name, n, _ in prof["top"])
     assert prof["wall_us_per_step"] > 0 and prof["cuda_api"] == []
     assert any(line.startswith("/host:CPU") for line in prof["lines"])
+    # kernels only: not the executor's events or the loop thunks that enclose them
+    assert not any(physics._encloses_kernels(name) for name, _, _ in prof["top"]), prof["top"]
+    assert physics._encloses_kernels("while.12") and physics._encloses_kernels("ThunkExecutor::Execute")
     # the same kernels by the pipeline's named stages: every kernel counted once
     stages = prof["stages"]
     assert stages["fwd_position/kinematics"][0] >= 1 and stages["integrate"][0] >= 1, stages
