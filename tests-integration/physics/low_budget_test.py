@@ -1,0 +1,199 @@
+"""Low-budget corpus: our own robot scenes, tuned for speed the way RL training scenes are, run like
+MuJoCo C at every solver budget such scenes use.
+
+Training scenes cut the constraint solver to a few Newton iterations and line-search steps
+(`iterations`, `ls_iterations`), where the solver stops before it converges and the trajectory is
+whatever MuJoCo's algorithm does in that many steps, not the optimum. The scenes under `low_budget/`
+were written for this project from published robot figures (see each file's comment): a Go1-class
+quadruped (elliptic cones, impratio 100; also with frictionless condim-1 feet), a 21-dof humanoid
+(pyramidal cones), a 6-dof arm with a free cube (implicitfast), a gripper holding a cube (Euler with
+eulerdamp disabled) and the quadruped on a height field. Each runs at each budget of `BUDGETS` from
+its keyframe for 0.1 s under the keyframe's controls and under a small sinusoidal offset on them,
+and must track MuJoCo C's qpos within `QPOS_TOL` (free-joint quaternions up to sign).
+
+`scene_path`, `SCENES`, `BUDGETS`, `load_model` and `max_qpos_error` are shared with
+`low_budget/report.py` (the error table) and benchmarks.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import brax_physics as bp
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCENE_DIR = Path(__file__).parent / "low_budget"
+SCENES = ("quadruped", "humanoid", "arm_cube", "gripper_cube", "hfield_quadruped")
+"""Scene names: `scene_path(name)` is the MJCF of each."""
+
+VARIANTS = {"quadruped_condim1": "quadruped"}
+"""Variants made from a scene in `load_model`: the quadruped with frictionless (condim 1) feet."""
+
+DEFAULT_BUDGET = (100, 50)  # MuJoCo's default iterations, ls_iterations
+BUDGETS = ((1, 3), (1, 8), (2, 4), (4, 8), (4, 50), DEFAULT_BUDGET)
+"""(iterations, ls_iterations) of each run."""
+
+VARIANT_BUDGETS = {"quadruped_condim1": ((1, 3), (4, 8))}
+SECONDS = 0.1
+QPOS_TOL = 5e-3
+OFFSET = 0.05  # sinusoidal control offset: this fraction of each control's half range, at most 0.05
+
+
+def scene_path(name: str) -> Path:
+    """The MJCF file of scene `name` (one of `SCENES`)."""
+    if name not in SCENES:
+        raise KeyError(f"unknown low-budget scene {name!r}; the scenes are {SCENES}")
+    return SCENE_DIR / f"{name}.xml"
+
+
+def load_model(name: str, budget: tuple[int, int] | None = None) -> mujoco.MjModel:
+    """MuJoCo's model of scene or variant `name`, with solver budget (iterations, ls_iterations)."""
+    spec = mujoco.MjSpec.from_file(str(scene_path(VARIANTS.get(name, name))))
+    if name == "quadruped_condim1":
+        feet = [g for g in spec.geoms if g.name.endswith("_foot")]
+        assert len(feet) == 4, [g.name for g in feet]
+        for g in feet:
+            g.condim = 1
+    m = spec.compile()
+    if budget is not None:
+        m.opt.iterations, m.opt.ls_iterations = budget
+    return m
+
+
+def cases() -> list[tuple[str, tuple[int, int]]]:
+    """Every (scene or variant, budget) the corpus runs."""
+    out = [(s, b) for s in SCENES for b in BUDGETS]
+    return out + [(v, b) for v, bs in VARIANT_BUDGETS.items() for b in bs]
+
+
+def _offset(m: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray]:
+    """(amplitude, frequency in Hz) (nu,) of the sinusoidal control offset."""
+    rng = np.asarray(m.actuator_ctrlrange, np.float64).reshape(m.nu, 2)
+    half = np.where(np.asarray(m.actuator_ctrllimited, bool), 0.5 * (rng[:, 1] - rng[:, 0]), 1.0)
+    amp = np.minimum(OFFSET * half, 0.05)
+    freq = 2.0 + 0.3 * np.arange(m.nu)
+    return amp, freq
+
+
+def mujoco_rollout(m: mujoco.MjModel, steps: int, offset: bool) -> np.ndarray:
+    """(steps, nq) MuJoCo C's qpos after each step from keyframe 0, under the keyframe's controls
+    (plus the sinusoidal offset if `offset`)."""
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, 0)
+    ctrl0 = d.ctrl.copy()
+    amp, freq = _offset(m) if offset else (np.zeros(m.nu), np.zeros(m.nu))
+    out = np.zeros((steps, m.nq))
+    for i in range(steps):
+        d.ctrl[:] = ctrl0 + amp * np.sin(2 * np.pi * freq * d.time)
+        mujoco.mj_step(m, d)
+        out[i] = d.qpos
+    return out
+
+
+def load_system(m: mujoco.MjModel) -> bp.System:
+    """Our `System` of `m` (raises `ValueError` where the loader refuses the model)."""
+    # The loader warns that it runs low ls_iterations of pyramidal cones differently; whether it
+    # still tracks MuJoCo is what this corpus measures.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bp.OptionWarning)
+        return bp.from_mjmodel(m)
+
+
+def our_rollout(m: mujoco.MjModel, sys: bp.System, steps: int) -> Callable[[bool], np.ndarray]:
+    """A function offset -> (steps, nq) our qpos after each step, like `mujoco_rollout`; the
+    rollout compiles once (the offset's amplitude is an argument)."""
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, 0)
+    f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
+    ctrl0, q0, qd0, act0 = f32(d.ctrl), f32(d.qpos), f32(d.qvel), f32(d.act)
+    amp_np, freq_np = _offset(m)
+    freq = f32(freq_np)
+
+    @jax.jit
+    def rollout(amp: jax.Array) -> jax.Array:
+        def body(s: bp.State, _: None) -> tuple[bp.State, jax.Array]:
+            s = bp.step(sys, s, ctrl0 + amp * jnp.sin(2 * jnp.pi * freq * s.time))
+            return s, s.q
+
+        s0 = bp.init(sys, q0, qd0, ctrl0, act0)
+        return jax.lax.scan(body, s0, None, length=steps)[1]
+
+    def run(offset: bool) -> np.ndarray:
+        amp = f32(amp_np if offset else np.zeros(m.nu))
+        return np.asarray(rollout(amp), np.float64)
+
+    return run
+
+
+def max_qpos_error(m: mujoco.MjModel, got: np.ndarray, want: np.ndarray) -> tuple[float, int, int]:
+    """(max |got - want|, step, qpos index) over (steps, nq) trajectories, free and ball joints'
+    quaternions compared up to sign."""
+    got = got.copy()
+    for j in range(m.njnt):
+        t = int(m.jnt_type[j])
+        if t in (int(mujoco.mjtJoint.mjJNT_FREE), int(mujoco.mjtJoint.mjJNT_BALL)):
+            a = int(m.jnt_qposadr[j]) + (3 if t == int(mujoco.mjtJoint.mjJNT_FREE) else 0)
+            flip = np.sum(got[:, a:a + 4] * want[:, a:a + 4], axis=1) < 0
+            got[flip, a:a + 4] *= -1
+    err = np.abs(got - want)
+    if not np.all(np.isfinite(err)):
+        bad = np.argwhere(~np.isfinite(err))[0]
+        return float("inf"), int(bad[0]), int(bad[1])
+    step, i = np.unravel_index(np.argmax(err), err.shape)
+    return float(err.max()), int(step), int(i)
+
+
+def run_case(name: str, budget: tuple[int, int]) -> dict[bool, tuple[float, int, int]]:
+    """{offset: max_qpos_error} of scene or variant `name` at `budget`, without and with the offset."""
+    m = load_model(name, budget)
+    sys = load_system(m)
+    steps = round(SECONDS / float(m.opt.timestep))
+    ours = our_rollout(m, sys, steps)
+    return {off: max_qpos_error(m, ours(off), mujoco_rollout(m, steps, off)) for off in (False, True)}
+
+
+def test_the_scenes_are_there() -> None:
+    for name in SCENES:
+        assert scene_path(name).is_file(), name
+
+
+@pytest.mark.parametrize("name", SCENES)
+def test_scene_stands_in_mujoco(name: str) -> None:
+    """At MuJoCo's default budget each scene is physically sensible in MuJoCo C alone: touching at its
+    keyframe, and 1 s later still standing (or holding its cube) without exploding."""
+    m = load_model(name, DEFAULT_BUDGET)
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, 0)
+    mujoco.mj_forward(m, d)
+    assert d.ncon > 0, f"{name}: nothing touches at the keyframe"
+    q0 = d.qpos.copy()
+    for _ in range(round(1.0 / float(m.opt.timestep))):
+        mujoco.mj_step(m, d)
+    assert d.ncon > 0 and np.all(np.isfinite(d.qpos)), name
+    free = [int(m.jnt_qposadr[j]) for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
+    for a in free:  # the free bodies (trunk, pelvis, cube) stay within 10 cm of where they started
+        assert np.abs(d.qpos[a:a + 3] - q0[a:a + 3]).max() < 0.1, (name, d.qpos[a:a + 3], q0[a:a + 3])
+
+
+def _case_id(x: object) -> str:
+    return "-".join(map(str, x)) if isinstance(x, tuple) else str(x)
+
+
+@pytest.mark.parametrize(("name", "budget"), cases(), ids=_case_id)
+def test_scene_runs_like_mujoco(name: str, budget: tuple[int, int]) -> None:
+    errs = run_case(name, budget)
+    for off, (err, step, i) in errs.items():
+        assert err < QPOS_TOL, (
+            f"{name} at iterations={budget[0]} ls_iterations={budget[1]}"
+            f"{' with the control offset' if off else ''}: qpos[{i}] differs from MuJoCo by {err:.3g} "
+            f"at step {step} (tolerance {QPOS_TOL})"
+        )
