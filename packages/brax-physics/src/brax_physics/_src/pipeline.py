@@ -37,6 +37,7 @@ from brax_physics._src import (
     equality,
     fluid,
     integrator,
+    island,
     kinematics,
     linalg,
     noslip,
@@ -124,6 +125,8 @@ def solver_config(sys: System) -> solver.Config:
         is_eq=tuple(bool(b) for b in lay.is_eq) if lay.neq else (),
         cones=lay.cones, ls_iterations=o.ls_iterations, ls_tolerance=o.ls_tolerance,
         compact=lay.compact_groups, row_dof=_row_dof(sys),
+        nisland=island.ntree(sys) if island.enabled(sys) else 1,
+        scale=0.0 if island.enabled(sys) else 1.0 / (sys.stat_meaninertia * max(1, sys.nv)),
     )
 
 
@@ -227,8 +230,14 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
             rows = constraint.make_rows(sys, q, pos.cdof, pos.subtree_com, pos.contact, pos.ten_length,
                                        pos.ten_J, eq)
             aref = constraint.reference_acceleration(rows, qd, jdotv)
+        with jax.named_scope("island"):
+            if island.enabled(sys):
+                dof_island, efc_island = island.islands(sys, rows.active)
+            else:  # one problem of every dof and row
+                dof_island, efc_island = jnp.zeros(sys.nv, jnp.int32), jnp.zeros(rows.D.shape, jnp.int32)
         prob = solver.Problem(M=pos.mass_matrix, qfrc_smooth=qfrc_smooth, qacc_smooth=qacc_smooth, J=rows.J,
-                              D=rows.D, R=rows.R, aref=aref, floss=rows.floss, mu=rows.mu)
+                              D=rows.D, R=rows.R, aref=aref, floss=rows.floss, mu=rows.mu,
+                              dof_island=dof_island, efc_island=efc_island)
         cfg = solver_config(sys)
         with jax.named_scope("solve"):
             qacc = solver.solve(cfg, prob, qacc_warmstart)
@@ -255,7 +264,7 @@ def _body_velocity(sys: System, xpos: jax.Array, sub: jax.Array, cvel: jax.Array
 
 def _make_state(sys: System, q: jax.Array, qd: jax.Array, mocap: _Mocap, act: jax.Array, time: jax.Array,
                 pos: _Position, acc: _Acceleration, xd: Motion, actuator_velocity: jax.Array,
-                sensordata: jax.Array, eq_active: jax.Array) -> State:
+                sensordata: jax.Array, eq_active: jax.Array, qacc_warmstart: jax.Array) -> State:
     fr = pos.frames
     with jax.named_scope("contact_force"):
         force = constraint.contact_force(sys, pos.contact, acc.efc_force)
@@ -270,7 +279,7 @@ def _make_state(sys: System, q: jax.Array, qd: jax.Array, mocap: _Mocap, act: ja
         qfrc_passive=acc.qfrc_passive,
         qfrc_actuator=acc.act.qfrc, qacc_smooth=acc.qacc_smooth, qacc=acc.qacc,
         contact=contact, efc_force=acc.efc_force, qfrc_constraint=acc.qfrc_constraint,
-        qacc_warmstart=acc.qacc, sensordata=sensordata, eq_active=eq_active,
+        qacc_warmstart=qacc_warmstart, sensordata=sensordata, eq_active=eq_active,
         ten_length=pos.ten_length, ten_J=pos.ten_J, ten_velocity=acc.ten_velocity,
     )
 
@@ -346,8 +355,9 @@ def _init(sys: System, q: jax.Array | None, qd: jax.Array | None, act: jax.Array
     acc = _acceleration(sys, q, qd, ctrl, a, pos, jnp.zeros(sys.nv, dtype), eq_active)
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, acc.cvel)
     no_data = jnp.zeros(sys.nsensordata, dtype)
+    # MuJoCo's reset zeroes qacc_warmstart and mj_forward does not write it: only mj_step copies qacc
     state = _make_state(sys, q, qd, mocap, a, jnp.zeros((), dtype), pos, acc, xd, acc.act.velocity, no_data,
-                        eq_active)
+                        eq_active, jnp.zeros(sys.nv, dtype))
     return state.replace(sensordata=_sensors(sys, state, acc, no_data))
 
 
@@ -427,29 +437,34 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     sensordata = state.sensordata
     if sys.nsensor:
         fwd = _make_state(sys, q0, v0, mocap, act0, state.time, pos0, acc, state.xd, acc.act.velocity,
-                          sensordata, eq_active)
+                          sensordata, eq_active, state.qacc_warmstart)
         sensordata = _sensors(sys, fwd, acc, sensordata)
     # activations advance only while actuation is enabled (MuJoCo's mj_advance)
     has_act = sys.na > 0 and not sys.opt.disableflags & mjtDisableBit.mjDSBL_ACTUATION
 
     with jax.named_scope("integrate"):
         if sys.opt.integrator == mjtIntegrator.mjINT_RK4:
-            def deriv(q: jax.Array, v: jax.Array, a: jax.Array, warm: jax.Array) -> tuple[jax.Array, ...]:
-                stage = _acceleration(sys, q, v, ctrl, a, _position(sys, q, mocap), warm, eq_active)
+            # every stage starts its solver from the step's warm start (mj_forwardSkip reads
+            # qacc_warmstart, which only mj_advance writes: the last stage's qacc)
+            def deriv(q: jax.Array, v: jax.Array, a: jax.Array) -> tuple[jax.Array, ...]:
+                stage = _acceleration(sys, q, v, ctrl, a, _position(sys, q, mocap), state.qacc_warmstart,
+                                      eq_active)
                 return stage.qacc, stage.act.act_dot
 
             # stage activations are not clamped; the final update is mj_nextActivation's
             d0 = acc.act.act_dot
             q2, v2 = integrator.integrate_pos(sys, q0, v0, 0.5 * h), v0 + 0.5 * h * a0
-            a2, d2 = deriv(q2, v2, act0 + 0.5 * h * d0, a0)
+            a2, d2 = deriv(q2, v2, act0 + 0.5 * h * d0)
             q3, v3 = integrator.integrate_pos(sys, q0, v2, 0.5 * h), v0 + 0.5 * h * a2
-            a3, d3 = deriv(q3, v3, act0 + 0.5 * h * d2, a2)
+            a3, d3 = deriv(q3, v3, act0 + 0.5 * h * d2)
             q4, v4 = integrator.integrate_pos(sys, q0, v3, h), v0 + h * a3
-            a4, d4 = deriv(q4, v4, act0 + h * d3, a3)
+            a4, d4 = deriv(q4, v4, act0 + h * d3)
+            warm = a4
             qd = v0 + h * integrator.rk4_combine([a0, a2, a3, a4])
             q = integrator.integrate_pos(sys, q0, integrator.rk4_combine([v0, v2, v3, v4]), h)
             act_dot = integrator.rk4_combine([d0, d2, d3, d4])
         else:
+            warm = a0
             euler = sys.opt.integrator == mjtIntegrator.mjINT_EULER
             if euler and sys.opt.disableflags & mjtDisableBit.mjDSBL_EULERDAMP:
                 qd = v0 + h * a0
@@ -466,7 +481,8 @@ def step(sys: System, state: State, act: jax.Array) -> State:
         cvel, _ = com.com_vel(sys, pos.cdof, qd)
     xd = _body_velocity(sys, pos.frames.xpos, pos.subtree_com, cvel)
     vel = transmission.velocity(sys, pos.actuator_moment, qd)
-    return _make_state(sys, q, qd, mocap, new_act, state.time + h, pos, acc, xd, vel, sensordata, eq_active)
+    return _make_state(sys, q, qd, mocap, new_act, state.time + h, pos, acc, xd, vel, sensordata, eq_active,
+                       warm)
 
 
 def forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,

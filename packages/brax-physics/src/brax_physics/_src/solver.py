@@ -67,13 +67,18 @@ class Config(NamedTuple):
     cones: tuple[tuple[int, ...], ...] = ()
     """Rows (normal first) of each elliptic friction cone; empty with pyramidal cones."""
     ls_iterations: int = 50
-    """Maximum line-search iterations (MuJoCo `opt.ls_iterations`; read only with cones)."""
+    """Maximum line-search evaluations (MuJoCo `opt.ls_iterations`)."""
     ls_tolerance: float = 0.01
-    """MuJoCo `opt.ls_tolerance` (read only with cones)."""
+    """MuJoCo `opt.ls_tolerance`: the line search's slope tolerance relative to `tolerance`."""
     compact: tuple[tuple[tuple[int, ...], ...], ...] = ()
     """Groups of interchangeable row units that are often inactive (contacts, limits): each group a
     tuple of units of one size, a unit the rows of one elliptic cone (in `cones`) or one scalar
     unilateral row. The solve runs on the active units only when they fit a budget (`_Compaction`)."""
+    nisland: int = 1
+    """Island slots: labels in `Problem.dof_island`/`efc_island` are below it (the model's tree count)."""
+    scale: float = 0.0
+    """With islands disabled: MuJoCo's scale 1/(meaninertia·nv) of the stopping tests; 0: each
+    island's 1/trace(M)."""
     row_dof: tuple[int, ...] | None = None
     """Per row: the one dof its Jacobian can reach (a hinge or slide joint's limit or friction loss),
     or -1 for rows reaching several; None: unknown. Single-dof rows add to the Hessian's diagonal
@@ -92,6 +97,8 @@ class Problem(NamedTuple):
     aref: jax.Array  # (nefc,)
     floss: jax.Array  # (nefc,)
     mu: jax.Array | None = None  # (nefc,) cone scale per row (see constraint.Rows.mu); None: no cones
+    dof_island: jax.Array | None = None  # (nv,) int32 island of each dof, -1: none (None: one island)
+    efc_island: jax.Array | None = None  # (nefc,) int32 island of each row (of its trees when inactive)
 
 
 def _mv(a: jax.Array, x: jax.Array) -> jax.Array:
@@ -329,291 +336,392 @@ def _hessian_sum_fn(row_dof: tuple[int, ...]) -> custom_batching.custom_vmap:
     return hessian
 
 
-class _Eval(NamedTuple):
-    cost: jax.Array
-    grad: jax.Array
-    quad: jax.Array
-    gscale: jax.Array  # magnitude of the gradient's terms (roundoff floor)
+# ---- islands (MuJoCo's mj_island) ----
+# Rows couple only the dofs of the trees they reach, and M is block diagonal by tree, so the
+# problem splits into independent islands (trees linked by active rows). MuJoCo solves each island
+# on its own, with its own line search, stopping tests and iteration count; dofs of trees without
+# active rows take qacc_smooth. Here every island is solved at once: per-island scalars are
+# (K,) vectors, reductions over an island's dofs or rows are products with one-hot masks.
 
 
-def _evaluate(cfg: Config, p: Problem, x: jax.Array, ma: jax.Array, jar: jax.Array) -> _Eval:
-    f, c, quad = row_terms(cfg, p, jar)
-    jtf = _mv(p.J.T, f)
-    cost = 0.5 * jnp.dot(x - p.qacc_smooth, ma - p.qfrc_smooth, precision=_HI) + jnp.sum(c)
-    grad = ma - p.qfrc_smooth - jtf
-    gscale = jnp.linalg.norm(ma) + jnp.linalg.norm(p.qfrc_smooth) + jnp.linalg.norm(jtf)
-    return _Eval(cost, grad, quad, gscale)
+class _Islands(NamedTuple):
+    """Island masks and scales of one problem (K island slots)."""
+
+    dof: jax.Array  # (nv, K) one-hot island of each dof (a zero row: no island)
+    row: jax.Array  # (nefc, K) one-hot island of each row
+    scale: jax.Array  # (K,) MuJoCo's ctx.scale: 1/trace of the island's M (or 1/(meaninertia·nv))
+    live: jax.Array  # (K,) bool: the slot holds an island
 
 
-# Up to this many rows the line search tabulates φ' at every kink against every row ((nkink, nefc)
-# work, all of it parallel), faster than sorting the kinks for the model sizes of the locomotion
-# suite; above it (thousands of contact slots) the table's memory and time grow as nefc², and the
-# sorted kinks with running sums take over (CHANGELOG.md).
-LINE_SEARCH_TABLE_MAX_ROWS = 256
+def _islands(cfg: Config, p: Problem) -> _Islands:
+    nv, nefc = p.J.shape
+    dt = p.M.dtype
+    if p.dof_island is None or p.efc_island is None:
+        dof, row = jnp.ones((nv, 1), dt), jnp.ones((nefc, 1), dt)
+    else:
+        slots = jnp.arange(cfg.nisland, dtype=p.dof_island.dtype)
+        dof = (p.dof_island[:, None] == slots[None, :]).astype(dt)
+        row = (p.efc_island[:, None] == slots[None, :]).astype(dt)
+    live = jnp.sum(dof, axis=0) > 0
+    if cfg.scale > 0:  # islands disabled: MuJoCo's monolithic scale
+        scale = jnp.full(dof.shape[1:], cfg.scale, dt)
+    else:
+        trace = _mv(linalg.diagonal(p.M), dof)
+        scale = 1.0 / jnp.where(live, trace, 1.0)
+    return _Islands(dof, row, scale, live)
 
 
-def _line_search_exact(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d: jax.Array, md: jax.Array,
-                       jd: jax.Array) -> jax.Array:
-    """Exact minimizer α ≥ 0 of the 1-D piecewise-quadratic cost along d (MuJoCo's line search
-    converged), by a kink table for small problems and sorted kinks for large ones."""
-    if len(cfg.is_floss) <= LINE_SEARCH_TABLE_MAX_ROWS:
-        return _line_search_table(cfg, p, ma, jar, d, md, jd)
-    return _line_search_sorted(cfg, p, ma, jar, d, md, jd)
+def _per(mask: jax.Array, x: jax.Array) -> jax.Array:
+    """(K,) sums of `x` (n,) over each island's entries (`mask` (n, K))."""
+    return _mv(x, mask)
 
 
-def _line_search_table(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d: jax.Array, md: jax.Array,
-                       jd: jax.Array) -> jax.Array:
-    """`_line_search_sorted`'s minimizer from a table of φ' at every kink (small problems).
-
-    φ'(α) is piecewise linear and nondecreasing, with kinks where a row changes zone. Evaluating
-    φ' at every kink (a (nkink, nefc) product) brackets the zero between two consecutive kinks,
-    where φ' is linear: the zero is then found exactly by interpolation (or, beyond the last kink,
-    from the slope of the last piece).
-    """
-    dmd = jnp.dot(d, md, precision=_HI)
-    glin = jnp.dot(ma - p.qfrc_smooth, d, precision=_HI)
-    moving = jd != 0
-    jd_safe = jnp.where(moving, jd, 1.0)
-    kinked = moving & ~jnp.asarray(cfg.is_eq) if any(cfg.is_eq) else moving  # equality rows have none
-    kinks = [jnp.where(kinked, -jar / jd_safe, 0.0)]  # unilateral rows: jar + α jd = 0
-    if any(cfg.is_floss):
-        isf = jnp.asarray(cfg.is_floss)
-        for s in (1.0, -1.0):  # Huber rows: |jar + α jd| = R floss
-            kinks.append(jnp.where(moving & isf, (s * p.R * p.floss - jar) / jd_safe, 0.0))
-    alpha = jnp.concatenate([jnp.zeros(1, d.dtype), *kinks])
-    alpha = jnp.maximum(alpha, 0.0)  # kinks behind the start do not matter (φ'(0) < 0 there)
-    jar_k = jar[None, :] + alpha[:, None] * jd[None, :]  # (nkink, nefc)
-    big = Problem(p.M, p.qfrc_smooth, p.qacc_smooth, p.J, p.D[None, :], p.R[None, :], p.aref,
-                  p.floss[None, :])
-    f_k = row_terms(cfg, big, jar_k)[0]
-    slope = glin + alpha * dmd - jnp.matmul(f_k, jd, precision=_HI)  # φ'(α_k)
-    neg = slope < 0
-    a_lo = jnp.max(jnp.where(neg, alpha, 0.0))
-    s_lo = jnp.min(jnp.where(neg & (alpha == a_lo), slope, jnp.inf))
-    s_lo = jnp.where(jnp.isfinite(s_lo), s_lo, 0.0)
-    a_hi = jnp.min(jnp.where(neg, jnp.inf, alpha))
-    s_hi = jnp.max(jnp.where(~neg & (alpha == a_hi), slope, -jnp.inf))
-    bounded = jnp.isfinite(a_hi)
-    # beyond the last kink: rows that stay in their quadratic zone as α grows
-    _, _, quad_far = row_terms(cfg, p, jar + (a_lo + 1.0 + 2.0 * a_lo) * jd)
-    far = dmd + jnp.sum(jnp.where(quad_far, p.D, 0.0) * jd * jd)
-    width = jnp.where(bounded, a_hi - a_lo, 0.0)
-    rise = jnp.where(bounded, s_hi - s_lo, 1.0)
-    step = jnp.where(bounded, -s_lo * width / jnp.where(rise > 0, rise, 1.0), -s_lo / jnp.maximum(far, 1e-30))
-    return jnp.where(slope[0] < 0, a_lo + step, 0.0)  # no descent: stay
-
-
-
-
-def _line_search_sorted(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d: jax.Array, md: jax.Array,
-                       jd: jax.Array) -> jax.Array:
-    """Exact minimizer α ≥ 0 of the 1-D piecewise-quadratic cost along d, without a loop.
-
-    φ'(α) = glin + α dᵀMd − Σ_i f_i(jar_i + α jd_i) jd_i is piecewise linear and nondecreasing: each
-    row adds c_i + s_i α, with coefficients that change where the row changes zone (a kink). The
-    kinks ahead (α > 0), sorted, with the running sums of their coefficient changes, give φ' at
-    every kink in O(nefc log nefc) time and O(nefc) memory; the zero lies between the last kink with
-    φ' < 0 and the next one, where φ' is linear, so interpolation finds it exactly (beyond the last
-    kink, the last piece's slope does).
-    """
-    dmd = jnp.dot(d, md, precision=_HI)
-    glin = jnp.dot(ma - p.qfrc_smooth, d, precision=_HI)
-    D, R, floss = p.D, p.R, p.floss
-    moving = jd != 0
-    jd_safe = jnp.where(moving, jd, 1.0)
-    qc, qs = D * jd * jar, D * jd * jd  # quadratic zone: −f·jd = D jd (jar + α jd)
-    # zones at α = 0: 0 unilateral inactive, 1 quadratic, 2 / 3 friction loss above / below its box
-    f0, _, quad0 = _scalar_row_terms(cfg, p, jar)
-    zone0 = jnp.where(quad0, 1, 0)
-    c0 = jnp.where(quad0, qc, -f0 * jd)
-    s0 = jnp.where(quad0, qs, 0.0)
-    uni = moving
-    if any(cfg.is_eq):
-        uni = uni & ~jnp.asarray(cfg.is_eq)  # equality rows: quadratic everywhere, no kinks
-    alphas, dcs, dss, befores = [], [], [], []
-    if any(cfg.is_floss):
-        isf = jnp.asarray(cfg.is_floss)
-        zone0 = jnp.where(isf & ~quad0, jnp.where(jar > 0, 2, 3), zone0)
-        uni = uni & ~isf
-        up = jd > 0
-        fl = floss * jd  # upper zone −f·jd with f = −floss; the lower zone's is −fl
-        rf = R * floss
-        # jar + α jd = +R floss: quadratic -> upper going up, upper -> quadratic going down
-        alphas.append(jnp.where(moving & isf, (rf - jar) / jd_safe, jnp.inf))
-        dcs.append(jnp.where(up, fl - qc, qc - fl))
-        dss.append(jnp.where(up, -qs, qs))
-        befores.append(jnp.where(up, 1, 2))
-        # jar + α jd = −R floss: lower -> quadratic going up, quadratic -> lower going down
-        alphas.append(jnp.where(moving & isf, (-rf - jar) / jd_safe, jnp.inf))
-        dcs.append(jnp.where(up, qc + fl, -fl - qc))
-        dss.append(jnp.where(up, qs, -qs))
-        befores.append(jnp.where(up, 3, 1))
-    # unilateral rows, jar + α jd = 0: quadratic ahead when jd < 0 (entering), behind when jd > 0
-    enter = jd < 0
-    alphas.append(jnp.where(uni, -jar / jd_safe, jnp.inf))
-    dcs.append(jnp.where(enter, qc, -qc))
-    dss.append(jnp.where(enter, qs, -qs))
-    befores.append(jnp.where(enter, 0, 1))
-    zone0_all = jnp.concatenate([zone0] * len(alphas))
-    alpha = jnp.concatenate(alphas)
-    before = jnp.concatenate(befores)
-    ahead = (alpha > 0) | ((alpha == 0) & (before == zone0_all))  # a kink at 0 counts if not passed yet
-    alpha = jnp.where(ahead, alpha, jnp.inf)
-    order = jnp.argsort(alpha)
-    alpha = alpha[order]
-    finite = jnp.isfinite(alpha)
-    dc = jnp.where(finite, jnp.concatenate(dcs)[order], 0.0)
-    ds = jnp.where(finite, jnp.concatenate(dss)[order], 0.0)
-    C = jnp.sum(c0) + jnp.cumsum(dc)  # coefficients just after each kink
-    S = dmd + jnp.sum(s0) + jnp.cumsum(ds)
-    a_k = jnp.where(finite, alpha, 0.0)
-    slope = glin + C + a_k * S  # φ'(α_k)
-    slope0 = glin + jnp.sum(c0)
-    nonneg = finite & (slope >= 0)
-    k = jnp.argmax(nonneg)  # first kink with φ' >= 0 (slopes rise along the sorted kinks)
-    bounded = nonneg[k]
-    last = jnp.sum(finite, dtype=jnp.int32) - 1
-    lo = jnp.where(bounded, k - 1, last)  # last kink before the zero (-1: the start)
-    a_lo = jnp.where(lo >= 0, a_k[jnp.maximum(lo, 0)], 0.0)
-    s_lo = jnp.where(lo >= 0, slope[jnp.maximum(lo, 0)], slope0)
-    far = jnp.where(lo >= 0, S[jnp.maximum(lo, 0)], dmd + jnp.sum(s0))  # φ'' after the last kink before
-    a_hi, s_hi = a_k[k], slope[k]
-    width = jnp.where(bounded, a_hi - a_lo, 0.0)
-    rise = jnp.where(bounded, s_hi - s_lo, 1.0)
-    step = jnp.where(bounded, -s_lo * width / jnp.where(rise > 0, rise, 1.0), -s_lo / jnp.maximum(far, 1e-30))
-    return jnp.where(slope0 < 0, a_lo + step, 0.0)  # no descent: stay
-
-
-def _line_search_cone(cfg: Config, p: Problem, ma: jax.Array, jar: jax.Array, d: jax.Array, md: jax.Array,
-                      jd: jax.Array, scale_tol: jax.Array) -> jax.Array:
-    """Minimizer α ≥ 0 of the 1-D cost along d when cones make it piecewise smooth, not quadratic.
-
-    φ is convex: Newton steps on φ' from α = 0 (as MuJoCo's PrimalSearch), each kept inside the
-    bracket of the points seen with φ' < 0 and φ' > 0 (bisection otherwise), until |φ'| is below
-    MuJoCo's line-search tolerance or `ls_iterations` evaluations.
-    """
-    dmd = jnp.dot(d, md, precision=_HI)
-    glin = jnp.dot(ma - p.qfrc_smooth, d, precision=_HI)
-
-    def deriv(alpha: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        jar_a = jar + alpha * jd
-        f, _, quad = row_terms(cfg, p, jar_a)
-        fjd = f * jd
-        d1 = glin + alpha * dmd - jnp.sum(fjd)
-        d2 = dmd + jnp.sum(jnp.where(quad, p.D, 0.0) * jd * jd) + _cone_curvature(cfg, p, jar_a, jd)
-        mag = jnp.abs(glin) + jnp.abs(alpha * dmd) + jnp.sum(jnp.abs(fjd))
-        return d1, jnp.maximum(d2, 1e-30), mag
-
-    gtol = cfg.tolerance * cfg.ls_tolerance * jnp.linalg.norm(d) * scale_tol
-
-    def converged(d1: jax.Array, mag: jax.Array) -> jax.Array:
-        small: jax.Array = jnp.abs(d1) <= jnp.maximum(gtol, _REL_GRAD * mag)
-        return small
-
-    zero = jnp.zeros((), d.dtype)
-    d1, d2, mag = deriv(zero)
-    Carry = tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]
-
-    def cond(c: Carry) -> jax.Array:
-        it, _, _, _, _, _, done = c
-        return (it < cfg.ls_iterations) & ~done
-
-    def body(c: Carry) -> Carry:
-        it, lo, hi, a, d1, d2, _ = c
-        step = a - d1 / d2
-        bounded = jnp.isfinite(hi)
-        inside = (step > lo) & (~bounded | (step < hi))
-        a_new = jnp.where(inside, step, 0.5 * (lo + jnp.where(bounded, hi, lo)))
-        d1n, d2n, magn = deriv(a_new)
-        lo = jnp.where(d1n < 0, a_new, lo)
-        hi = jnp.where(d1n > 0, a_new, hi)
-        done = converged(d1n, magn) | (hi - lo <= 1e-6 * jnp.abs(hi))
-        return it + 1, lo, hi, a_new, d1n, d2n, done
-
-    start = (jnp.zeros((), jnp.int32), zero, jnp.full((), jnp.inf, d.dtype), zero, d1, d2,
-             (d1 >= 0) | converged(d1, mag))
-    _, lo, _, a, d1, _, done = jax.lax.while_loop(cond, body, start)
-    # a search out of iterations keeps the last point known to lie before the minimum
-    return jnp.where(done | (d1 <= 0), a, lo)
+def _at(mask: jax.Array, v: jax.Array) -> jax.Array:
+    """(n,) each entry's island value of `v` (K,) (0 outside every island)."""
+    return _mv(mask, v)
 
 
 class _Iterate(NamedTuple):
-    """Newton loop state of one problem."""
+    """Newton loop state of one problem; per-island entries are (K,)."""
 
-    it: jax.Array  # () int32 iterations taken
-    done: jax.Array  # () bool: a stopping test fired
+    it: jax.Array  # (K,) int32 iterations taken
+    done: jax.Array  # (K,) bool: a stopping test fired (or no island in the slot)
     x: jax.Array  # (nv,) qacc
     ma: jax.Array  # (nv,) M x
     jar: jax.Array  # (nefc,) J x - aref
-    ev: _Eval
+    grad: jax.Array  # (nv,)
+    mgrad: jax.Array  # (nv,) H⁻¹ grad (the Newton step is -mgrad)
+    cost: jax.Array  # (K,) each island's cost (float32 roundoff floors only)
 
 
 def scale_tol(p: Problem) -> jax.Array:
-    """What MuJoCo divides the cost improvement and the gradient norm by: trace(M), M at run time."""
-    # MuJoCo 4.0.0 divides by the diagonal sum of M over an island's dofs (over all dofs with
-    # islands disabled); it reads no stat.meaninertia. This solve is one problem over all dofs: the
-    # whole trace is MuJoCo's scale when one island spans every dof, or with islands disabled.
+    """What MuJoCo divides the cost improvement and the gradient norm by, for one island of all dofs:
+    trace(M), M at run time (its ctx.scale is the inverse)."""
     return jnp.sum(linalg.diagonal(p.M), axis=-1)
 
 
-def _grad_small(cfg: Config, e: _Eval, scale_tol: jax.Array) -> jax.Array:
-    gn = jnp.linalg.norm(e.grad)
-    small: jax.Array = (gn < cfg.tolerance * scale_tol) | (gn <= _REL_GRAD * e.gscale)
-    return small
+def _state(cfg: Config, p: Problem, isl: _Islands, x: jax.Array, ma: jax.Array,
+           jar: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """grad (nv,), H⁻¹ grad (nv,), per-island cost (K,) and gradient roundoff scale (K,) at x."""
+    f, c, quad = row_terms(cfg, p, jar)
+    jtf = _mv(p.J.T, f)
+    grad = ma - p.qfrc_smooth - jtf
+    hess = _hessian(cfg, p, quad)
+    if cfg.cones:
+        hess = hess + _cone_hessian(cfg, p, jar)
+    mgrad = linalg.spd_solve(hess, grad)
+    cost = _per(isl.dof, 0.5 * (x - p.qacc_smooth) * (ma - p.qfrc_smooth)) + _per(isl.row, c)
+    gscale = (jnp.sqrt(_per(isl.dof, ma * ma)) + jnp.sqrt(_per(isl.dof, p.qfrc_smooth ** 2))
+              + jnp.sqrt(_per(isl.dof, jtf * jtf)))
+    return grad, mgrad, cost, gscale
+
+
+def _converged(cfg: Config, isl: _Islands, grad: jax.Array, mgrad: jax.Array, cost: jax.Array,
+               gscale: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(K,) MuJoCo's gradient and Newton-decrement tests, with float32 roundoff floors."""
+    gn = jnp.sqrt(_per(isl.dof, grad * grad))
+    small_grad = (isl.scale * gn < cfg.tolerance) | (gn <= _REL_GRAD * gscale)
+    dec = jnp.maximum(0.0, 0.5 * _per(isl.dof, grad * mgrad))
+    small_dec = (isl.scale * dec < cfg.tolerance) | (dec <= _REL_COST * jnp.abs(cost))
+    return small_grad, small_dec
 
 
 def _start(cfg: Config, p: Problem, x_warm: jax.Array) -> _Iterate:
-    """Loop state at qacc_smooth, or at the warm start when that costs less (MuJoCo's rule)."""
-
-    def at(x: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, _Eval]:
-        ma = _mv(p.M, x)
-        jar = _mv(p.J, x) - p.aref
-        return x, ma, jar, _evaluate(cfg, p, x, ma, jar)
-
-    x, ma, jar, ev = at(p.qacc_smooth)
+    """Loop state at qacc_smooth, or at the warm start when that costs no more (MuJoCo's rule, over
+    the whole problem), with the dofs outside every island at qacc_smooth."""
+    isl = _islands(cfg, p)
+    x = p.qacc_smooth
     if cfg.warmstart:
-        warm = at(x_warm)
-        use = warm[3].cost < ev.cost
-        x, ma, jar, ev = jax.tree.map(lambda a, b: jnp.where(use, a, b), warm, (x, ma, jar, ev))
-    done = _grad_small(cfg, ev, scale_tol(p))
-    return _Iterate(jnp.zeros((), jnp.int32), done, x, ma, jar, ev)
+        def total(z: jax.Array) -> jax.Array:
+            c = row_terms(cfg, p, _mv(p.J, z) - p.aref)[1]
+            return jnp.sum(c) + 0.5 * jnp.dot(_mv(p.M, z) - p.qfrc_smooth, z - p.qacc_smooth, precision=_HI)
+
+        x = jnp.where(total(x_warm) <= total(p.qacc_smooth), x_warm, p.qacc_smooth)
+        if p.dof_island is not None and cfg.scale == 0:
+            x = jnp.where(jnp.sum(isl.dof, axis=1) > 0, x, p.qacc_smooth)
+    ma, jar = _mv(p.M, x), _mv(p.J, x) - p.aref
+    grad, mgrad, cost, gscale = _state(cfg, p, isl, x, ma, jar)
+    small_grad, small_dec = _converged(cfg, isl, grad, mgrad, cost, gscale)
+    done = ~isl.live | (small_grad & small_dec)
+    return _Iterate(jnp.zeros(isl.live.shape, jnp.int32), done, x, ma, jar, grad, mgrad, cost)
 
 
 def _running(cfg: Config, s: _Iterate) -> jax.Array:
-    """Whether the loop takes another Newton iteration."""
-    return (s.it < cfg.iterations) & ~s.done
+    """Whether the loop takes another Newton iteration (in any island)."""
+    return jnp.any((s.it < cfg.iterations) & ~s.done)
 
 
 def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
-    """One Newton iteration: direction from the Hessian, exact line search, stopping tests."""
-    hess = _hessian(cfg, p, s.ev.quad)
-    if cfg.cones:
-        hess = hess + _cone_hessian(cfg, p, s.jar)
-    d = -linalg.spd_solve(hess, s.ev.grad)
+    """One Newton iteration of every running island: MuJoCo's line search along the Newton step,
+    then the new gradient, Hessian and stopping tests."""
+    isl = _islands(cfg, p)
+    run = (s.it < cfg.iterations) & ~s.done
+    d = -s.mgrad * _at(isl.dof, run.astype(s.x.dtype))
     md, jd = _mv(p.M, d), _mv(p.J, d)
+    alpha, improvement = _line_search(cfg, p, isl, s, d, md, jd, run)
+    moved = run & (alpha != 0)  # MuJoCo stops an island whose search found no improvement
+    a_dof, a_row = _at(isl.dof, alpha), _at(isl.row, alpha)
+    x, ma, jar = s.x + a_dof * d, s.ma + a_dof * md, s.jar + a_row * jd
+    grad, mgrad, cost, gscale = _state(cfg, p, isl, x, ma, jar)
+    small_grad, small_dec = _converged(cfg, isl, grad, mgrad, cost, gscale)
+    imp = isl.scale * improvement
+    small_imp = ((imp > 0) & (imp < cfg.tolerance)) | (jnp.abs(improvement) <= _REL_COST * jnp.abs(cost))
+    done = s.done | (run & ~moved) | (moved & (small_imp | small_grad | small_dec))
+    return _Iterate(s.it + moved.astype(jnp.int32), done, x, ma, jar, grad, mgrad, cost)
+
+
+# ---- MuJoCo's line search (engine_solver.c PrimalSearch, PrimalEval) ----
+
+
+class _Pt(NamedTuple):
+    """Line-search points of every island: (K,) each."""
+
+    alpha: jax.Array
+    cost: jax.Array  # cost(alpha) - cost(0)
+    d1: jax.Array
+    d2: jax.Array
+    tol: jax.Array  # |d1| below this counts as converged (MuJoCo's gtol, float32 floor)
+
+
+def _where_pt(c: jax.Array, a: _Pt, b: _Pt) -> _Pt:
+    return _Pt(*(jnp.where(c, u, v) for u, v in zip(a, b, strict=True)))
+
+
+def _friction_cost(x: jax.Array, f: jax.Array, rf: jax.Array, D: jax.Array) -> jax.Array:
+    return jnp.where((-rf < x) & (x < rf), 0.5 * D * x * x,
+                     jnp.where(x <= -rf, f * (-0.5 * rf - x), f * (-0.5 * rf + x)))
+
+
+def _friction_cost_dif(start: jax.Array, x: jax.Array, f: jax.Array, rf: jax.Array, D: jax.Array) -> jax.Array:
+    """cost(x) - cost(start) of friction-loss rows, without cancellation where both share a zone."""
+    def zone(v: jax.Array) -> jax.Array:
+        return jnp.where((-rf < v) & (v < rf), 0, jnp.where(v <= -rf, -1, 1))
+
+    z0, z1 = zone(start), zone(x)
+    same = z0 == z1
+    return jnp.where(same & (z0 == 0), 0.5 * D * (x - start) * (x + start),
+                     jnp.where(same & (z0 == -1), f * (start - x),
+                               jnp.where(same, f * (x - start),
+                                         _friction_cost(x, f, rf, D) - _friction_cost(start, f, rf, D))))
+
+
+class _ConeLS(NamedTuple):
+    """PrimalPrepare's quantities of one group of elliptic cones along the search direction."""
+
+    q0: jax.Array  # (n,) ½ Σ D jar² over the cone's rows
+    q1: jax.Array  # Σ D jar jv
+    q2: jax.Array  # ½ Σ D jv²
+    U0: jax.Array
+    V0: jax.Array
+    UU: jax.Array
+    UV: jax.Array
+    VV: jax.Array
+    mu: jax.Array
+    Dm: jax.Array
+    isl: jax.Array  # (n, K) island one-hot
+
+
+def _cone_zone(N: jax.Array, Tsqr: jax.Array, mu: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Zone (1 top, 2 bottom, 3 middle) and tangential norm T at (N, T²)."""
+    flat = Tsqr <= _APEX * _APEX  # no tangential part (a float32 apex counts as none)
+    T = jnp.sqrt(jnp.where(flat, 1.0, Tsqr))
+    zone = jnp.where(flat, jnp.where(N < 0, 2, 1),
+                     jnp.where(N >= mu * T, 1, jnp.where(mu * N + T <= 0, 2, 3)))
+    return zone, jnp.where(flat, 0.0, T)
+
+
+def _cone_eval(k: _ConeLS, a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """(n,) cost(a) - cost(0), d1, d2 and |d1| of each cone at step `a` (n,) (ellipticCostDif and
+    PrimalEval's cone branch)."""
+    z0, T0 = _cone_zone(k.U0, k.UU, k.mu)
+    N = k.U0 + a * k.V0
+    Tsqr = k.UU + a * (2 * k.UV + a * k.VV)
+    za, T = _cone_zone(N, Tsqr, k.mu)
+    quad = a * a * k.q2 + a * k.q1
+    Tm = jnp.where(za == 3, T, 1.0)
+    t_delta = a * (2 * k.UV + a * k.VV) / jnp.where((z0 == 3) & (za == 3), T + T0, 1.0)
+    r_delta = a * k.V0 - k.mu * t_delta
+    r0 = k.U0 - k.mu * T0
+    half = 0.5 * k.Dm
+    cost = jnp.select(
+        [(z0 == 1) & (za == 1), (z0 == 2) & (za == 2), (z0 == 3) & (za == 3), (z0 == 3) & (za == 2),
+         (z0 == 2) & (za == 3), (z0 == 1) & (za == 2), (z0 == 1) & (za == 3), (z0 == 3) & (za == 1),
+         (z0 == 2) & (za == 1)],
+        [jnp.zeros_like(a), quad, half * r_delta * (2 * r0 + r_delta), quad + half * (k.mu * k.U0 + T0) ** 2,
+         quad - half * (k.mu * N + T) ** 2, quad + k.q0, half * (N - k.mu * T) ** 2, -half * r0 * r0, -k.q0],
+        jnp.zeros_like(a))
+    n1, t1 = k.V0, (k.UV + a * k.VV) / Tm
+    t2 = k.VV / Tm - (k.UV + a * k.VV) * t1 / (Tm * Tm)
+    nmt, n1mt = N - k.mu * T, n1 - k.mu * t1
+    bottom, middle = za == 2, za == 3
+    d1 = jnp.where(bottom, 2 * a * k.q2 + k.q1, jnp.where(middle, k.Dm * nmt * n1mt, 0.0))
+    d2 = jnp.where(bottom, 2 * k.q2, jnp.where(middle, k.Dm * (n1mt * n1mt - nmt * k.mu * t2), 0.0))
+    mag = jnp.where(bottom, jnp.abs(2 * a * k.q2) + jnp.abs(k.q1), jnp.abs(d1))
+    return cost, d1, d2, mag
+
+
+def _line_search(cfg: Config, p: Problem, isl: _Islands, s: _Iterate, d: jax.Array, md: jax.Array,
+                 jd: jax.Array, run: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(K,) step α and improvement −(cost(α) − cost(0)) of each island along d: MuJoCo's PrimalSearch
+    (a Newton step, a one-sided Newton search, then a bracketed search of Newton points and
+    midpoints, within `ls_iterations` evaluations and to `tolerance·ls_tolerance`)."""
+    nefc = p.J.shape[0]
+    D, jar = p.D, s.jar
+    snorm = jnp.sqrt(_per(isl.dof, d * d))
+    gtol = cfg.tolerance * cfg.ls_tolerance * snorm / isl.scale
+    g1 = _per(isl.dof, (s.ma - p.qfrc_smooth) * d)
+    g2 = 0.5 * _per(isl.dof, d * md)
+    q0, q1, q2 = 0.5 * D * jar * jar, D * jar * jd, 0.5 * D * jd * jd
+    in_cone = np.zeros(nefc, bool)
+    for rows in cfg.cones:
+        in_cone[list(rows)] = True
+    is_eq = np.asarray(cfg.is_eq, bool) if cfg.is_eq else np.zeros(nefc, bool)
+    is_fl = np.asarray(cfg.is_floss, bool)
+    is_in = ~(is_eq | is_fl | in_cone)
+    cones = []
     if cfg.cones:
-        alpha = _line_search_cone(cfg, p, s.ma, s.jar, d, md, jd, scale_tol(p))
-    else:
-        alpha = _line_search_exact(cfg, p, s.ma, s.jar, d, md, jd)
-    x, ma, jar = s.x + alpha * d, s.ma + alpha * md, s.jar + alpha * jd
-    new = _evaluate(cfg, p, x, ma, jar)
-    drop = s.ev.cost - new.cost
-    stol = scale_tol(p)
-    small = (drop < cfg.tolerance * stol) | (drop <= _REL_COST * jnp.abs(new.cost))
-    return _Iterate(s.it + 1, small | _grad_small(cfg, new, stol), x, ma, jar, new)
+        assert p.mu is not None
+        for idx in _cone_groups(cfg.cones):
+            sc = p.mu[idx]
+            U, V = jar[idx] * sc, jd[idx] * sc
+            mu = sc[:, 0]
+            mu2 = jnp.maximum(mu * mu, linalg.MINVAL)
+            cones.append(_ConeLS(
+                jnp.sum(q0[idx], 1), jnp.sum(q1[idx], 1), jnp.sum(q2[idx], 1), U[:, 0], V[:, 0],
+                jnp.sum(U[:, 1:] ** 2, 1), jnp.sum(U[:, 1:] * V[:, 1:], 1), jnp.sum(V[:, 1:] ** 2, 1), mu,
+                D[idx[:, 0]] / (mu2 * (1 + mu2)), isl.row[idx[:, 0]]))
+    rf = p.R * p.floss
+    cost0 = jnp.where(jar < 0, q0, 0.0)
+
+    def ev(alpha: jax.Array) -> _Pt:
+        a = _at(isl.row, alpha)
+        x = jar + a * jd
+        quad_d1, quad_d2 = q1 + 2 * a * q2, 2 * q2
+        # equality rows: always quadratic; inequality rows: quadratic where x < 0
+        act = jnp.asarray(is_eq) | (jnp.asarray(is_in) & (x < 0))
+        cost = jnp.where(act, a * q1 + a * a * q2 + jnp.where(jnp.asarray(is_eq), 0.0, q0 - cost0), -cost0)
+        d1 = jnp.where(act, quad_d1, 0.0)
+        d2 = jnp.where(act, quad_d2, 0.0)
+        if is_fl.any():
+            fl = jnp.asarray(is_fl)
+            inside = (-rf < x) & (x < rf)
+            cost = jnp.where(fl, _friction_cost_dif(jar, x, p.floss, rf, D), cost)
+            d1 = jnp.where(fl, jnp.where(inside, D * x * jd, jnp.where(x <= -rf, -p.floss * jd, p.floss * jd)), d1)
+            d2 = jnp.where(fl, jnp.where(inside, D * jd * jd, 0.0), d2)
+        keep = jnp.asarray(~in_cone)
+        cost, d1, d2 = (jnp.where(keep, v, 0.0) for v in (cost, d1, d2))
+        cost_k, d1_k, d2_k = _per(isl.row, cost), _per(isl.row, d1), _per(isl.row, d2)
+        mag_k = _per(isl.row, jnp.abs(d1))
+        for k in cones:
+            c, e1, e2, m = _cone_eval(k, _at(k.isl, alpha))
+            cost_k, d1_k, d2_k, mag_k = (cost_k + _per(k.isl, c), d1_k + _per(k.isl, e1),
+                                         d2_k + _per(k.isl, e2), mag_k + _per(k.isl, m))
+        cost_k = cost_k + alpha * alpha * g2 + alpha * g1
+        d1_k = d1_k + 2 * alpha * g2 + g1
+        d2_k = d2_k + 2 * g2
+        d2_k = jnp.where(d2_k <= 0, linalg.MINVAL, d2_k)
+        mag_k = mag_k + jnp.abs(2 * alpha * g2) + jnp.abs(g1)
+        return _Pt(alpha, cost_k, d1_k, d2_k, jnp.maximum(gtol, _REL_GRAD * mag_k))
+
+    def conv(q: _Pt) -> jax.Array:
+        small: jax.Array = jnp.abs(q.d1) < q.tol
+        return small
+
+    def newton(q: _Pt) -> jax.Array:
+        return q.alpha - q.d1 / q.d2
+
+    zero = jnp.zeros_like(snorm)
+    p0 = ev(zero)
+    p1 = ev(newton(p0))
+    # phases: 0 one-sided search, 1 bracketed search, 2 done
+    first = conv(p1) & ((p1.alpha == 0) | (p1.cost < 0))
+    tiny = snorm < linalg.MINVAL
+    done0 = ~run | tiny | first
+    res_a = jnp.where(run & ~tiny & first, p1.alpha, 0.0)
+    res_i = jnp.where(run & ~tiny & first, -p1.cost, 0.0)
+    direction = jnp.where(p1.d1 < 0, 1.0, -1.0)
+    cnt = jnp.full(snorm.shape, 2, jnp.int32)
+    phase = jnp.where(done0, 2, 0).astype(jnp.int32)
+    lsit = cfg.ls_iterations
+    Carry = tuple[jax.Array, jax.Array, _Pt, _Pt, _Pt, _Pt, jax.Array, jax.Array]
+
+    def body(c: Carry) -> Carry:
+        phase, cnt, p1, p2, p1n, p2n, res_a, res_i = c
+        one, brk = phase == 0, phase == 1
+        # one-sided: continue while the slope still points ahead and evaluations remain
+        go = one & (p1.d1 * direction <= -p1.tol) & (cnt < lsit)
+        out = one & ~go & (cnt >= lsit)  # could not bracket: the last point
+        prep = one & ~go & ~out  # bracket found: Newton point of p1 ahead of the bracketed search
+        brk_go = brk & (cnt < lsit)
+        final = brk & ~brk_go  # evaluations spent: the better end of the bracket, if it improves
+        # evaluation A: Newton point of p1 (one-sided, prep) or the bracket's midpoint
+        pa = ev(jnp.where(brk, 0.5 * (p1.alpha + p2.alpha), newton(p1)))
+        cnt = cnt + (go | prep | brk_go).astype(jnp.int32)
+        # one-sided step
+        p2 = _where_pt(go, p1, p2)
+        p1_one = _where_pt(go, pa, p1)
+        hit = go & conv(pa) & (pa.cost < 0)
+        # prep
+        p2n = _where_pt(prep, p1, p2n)
+        p1n = _where_pt(prep, pa, p1n)
+        # bracketed step: candidates (p1next, p2next, midpoint)
+        cands = (p1n, p2n, pa)
+        best_i = jnp.full(snorm.shape, -1, jnp.int32)
+        best_c = jnp.zeros_like(snorm)
+        for i, q in enumerate(cands):
+            better = conv(q) & ((best_i == -1) | (q.cost < best_c))
+            best_i = jnp.where(better, i, best_i)
+            best_c = jnp.where(better, q.cost, best_c)
+        found = brk_go & (best_i >= 0)
+        best = _where_pt(best_i == 0, cands[0], _where_pt(best_i == 1, cands[1], cands[2]))
+
+        def update(q: _Pt) -> tuple[_Pt, jax.Array]:
+            flag = jnp.zeros(snorm.shape, bool)
+            for cand in cands:
+                neg = (q.d1 < 0) & (cand.d1 < 0) & (q.d1 < cand.d1)
+                pos = ~neg & (q.d1 > 0) & (cand.d1 > 0) & (q.d1 > cand.d1)
+                q = _where_pt(neg | pos, cand, q)
+                flag = flag | neg | pos
+            return q, flag
+
+        upd = brk_go & ~found
+        q1, b1 = update(p1)
+        q2, b2 = update(p2)
+        b1, b2 = upd & b1, upd & b2
+        pb = ev(newton(q1))
+        pc = ev(newton(q2))
+        cnt = cnt + b1.astype(jnp.int32) + b2.astype(jnp.int32)
+        stuck = upd & ~b1 & ~b2  # no bracket update: numerical accuracy reached, the midpoint
+        p1 = _where_pt(b1, q1, p1_one)
+        p2 = _where_pt(b2, q2, p2)
+        p1n = _where_pt(b1, pb, p1n)
+        p2n = _where_pt(b2, pc, p2n)
+        # final choice of the bracketed search
+        use1 = (p1.cost <= p2.cost) & (p1.cost < 0)
+        use2 = ~use1 & (p2.cost <= p1.cost) & (p2.cost < 0)
+        fin_a = jnp.where(use1, p1.alpha, jnp.where(use2, p2.alpha, 0.0))
+        fin_i = jnp.where(use1, -p1.cost, jnp.where(use2, -p2.cost, 0.0))
+        res_a = jnp.select([hit | out, found, stuck, final], [p1.alpha, best.alpha, pa.alpha, fin_a], res_a)
+        res_i = jnp.select([hit | out, found, stuck, final], [-p1.cost, -best.cost, -pa.cost, fin_i], res_i)
+        phase = jnp.where(hit | out | found | stuck | final, 2, jnp.where(prep, 1, phase)).astype(jnp.int32)
+        return phase, cnt, p1, p2, p1n, p2n, res_a, res_i
+
+    start: Carry = (phase, cnt, p1, p0, p1, p1, res_a, res_i)
+    out = jax.lax.while_loop(lambda c: jnp.any(c[0] < 2), body, start)
+    return out[6], out[7]
 
 
 # The start and the iteration, traced once per settings and problem shapes: every program of a
 # process that solves the same problems (a training run's chunk and evaluation, at any batch) gets
 # the same jaxpr from jit's trace cache (inlined, so the program is as if traced in place). A
-# module setting read while tracing them (the Hessian's and line search's row limits) reaches
-# programs traced after `jax.clear_caches()`, as for any jitted function reading a global.
+# module setting read while tracing them (the Hessian's row limits) reaches programs traced after
+# `jax.clear_caches()`, as for any jitted function reading a global.
 _start_traced = jax.jit(_start, static_argnums=0, inline=True)
 _iterate_traced = jax.jit(_iterate, static_argnums=0, inline=True)
 
 
 def _newton_loop(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
-    """(nv,) qacc of one problem: Newton iterations until a stopping test fires."""
+    """(nv,) qacc of one problem: Newton iterations until a stopping test fires in every island."""
     s: _Iterate = jax.lax.while_loop(functools.partial(_running, cfg), lambda s: _iterate_traced(cfg, p, s),
                                      _start_traced(cfg, p, x_warm))
     return s.x
@@ -828,7 +936,8 @@ def _gather(plan: _Compaction, tier: int, p: Problem) -> Problem:
         idx.append(jnp.asarray(u)[pick].reshape(-1))
     rows = jnp.concatenate(idx)
     return p._replace(J=p.J[rows], D=p.D[rows], R=p.R[rows], aref=p.aref[rows], floss=p.floss[rows],
-                      mu=None if p.mu is None else p.mu[rows])
+                      mu=None if p.mu is None else p.mu[rows],
+                      efc_island=None if p.efc_island is None else p.efc_island[rows])
 
 
 @functools.cache

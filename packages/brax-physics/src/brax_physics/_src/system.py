@@ -340,6 +340,9 @@ class System:
     """Joint of each dof."""
     dof_parentid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """Parent dof in the kinematic tree (-1 for none)."""
+    dof_treeid: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
+    """MuJoCo's kinematic tree of each dof (trees start at the first body with dofs below the world);
+    the constraint solver's islands are unions of trees."""
     dof_simplenum: tuple[int, ...] = dataclasses.field(metadata=_STATIC)
     """MuJoCo's count of consecutive "simple" dofs from each dof (nonzero: its M row holds only the
     diagonal, so MuJoCo drops tendon armature and implicit damping couplings to it)."""
@@ -477,6 +480,8 @@ class System:
     tendon_bias: bool = dataclasses.field(default=False, metadata=_STATIC)
     """Whether the spatial tendons' armature bias force is computed: a spatial tendon had armature at
     load time. To randomize a spatial tendon's armature from zero, `replace(tendon_bias=True, ...)`."""
+    stat_meaninertia: float = dataclasses.field(default=1.0, metadata=_STATIC)
+    """MuJoCo's `stat.meaninertia` at load: the solver's scale with islands disabled."""
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 
