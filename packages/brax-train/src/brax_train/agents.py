@@ -21,7 +21,7 @@ from typing import Any
 
 from brax_train.config import RunConfig
 
-AGENTS: tuple[str, ...] = ("ppo", "sac", "apg", "es", "ars", "bc")
+AGENTS: tuple[str, ...] = ("ppo", "sac", "apg", "es", "ars", "bc", "rppo")
 """Names of the agents (`brax-train train --agent NAME`, `meta["agent"]` of checkpoints)."""
 
 

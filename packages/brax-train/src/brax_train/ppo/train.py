@@ -89,9 +89,10 @@ class _PPO:
     env_shardings: Any
     extra_fields: tuple[str, ...]
 
-    def loss_and_grad(self) -> Callable[..., Any]:
+    def loss(self) -> Callable[..., tuple[jax.Array, dict[str, jax.Array]]]:
+        """`loss(params, normalizer, data, key) -> (loss, metrics)` with this run's settings."""
         c = self.c
-        loss_fn = functools.partial(
+        return functools.partial(
             losses.compute_ppo_loss,
             ppo_networks=self.net,
             entropy_cost=c.entropy_cost,
@@ -103,7 +104,9 @@ class _PPO:
             vf_loss_coefficient=c.vf_loss_coefficient,
             clipping_epsilon_value=c.clipping_epsilon_value,
         )
-        return jax.value_and_grad(loss_fn, has_aux=True)
+
+    def loss_and_grad(self) -> Callable[..., Any]:
+        return jax.value_and_grad(self.loss(), has_aux=True)
 
     def minibatch_step(
         self, carry: Carry, data: Transition, normalizer: Any
