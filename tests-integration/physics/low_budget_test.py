@@ -43,6 +43,7 @@ BUDGETS = ((1, 3), (1, 8), (2, 4), (4, 8), (4, 50), DEFAULT_BUDGET)
 """(iterations, ls_iterations) of each run."""
 
 VARIANT_BUDGETS = {"quadruped_condim1": ((1, 3), (4, 8))}
+"""Budgets of each variant (the variants compile once per budget too, so a few)."""
 SECONDS = 0.1
 QPOS_TOL = 5e-3
 OFFSET = 0.05  # sinusoidal control offset: this fraction of each control's half range, at most 0.05
@@ -59,9 +60,10 @@ def load_model(name: str, budget: tuple[int, int] | None = None) -> mujoco.MjMod
     """MuJoCo's model of scene or variant `name`, with solver budget (iterations, ls_iterations)."""
     spec = mujoco.MjSpec.from_file(str(scene_path(VARIANTS.get(name, name))))
     if name == "quadruped_condim1":
-        feet = [g for g in spec.geoms if g.name.endswith("_foot")]
-        assert len(feet) == 4, [g.name for g in feet]
-        for g in feet:
+        # a contact takes the larger condim of its two geoms: the floor's goes to 1 with the feet's
+        touching = [g for g in spec.geoms if g.name.endswith("_foot") or g.name == "floor"]
+        assert len(touching) == 5, [g.name for g in touching]
+        for g in touching:
             g.condim = 1
     m = spec.compile()
     if budget is not None:
