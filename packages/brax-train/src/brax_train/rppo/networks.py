@@ -172,7 +172,8 @@ def make_rppo_networks(
 
     def policy_apply(normalizer: Any, params: Any, obs: jax.Array) -> jax.Array:
         x, h = split(obs, normalizer)
-        out: jax.Array = policy.apply(params, x, h)
+        out = policy.apply(params, x, h)
+        assert isinstance(out, jax.Array)
         return out
 
     def value_init(key: PRNGKey) -> Any:
@@ -190,7 +191,8 @@ def make_rppo_networks(
 
         def step(carry: jax.Array, xs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
             xi, keep = xs
-            nxt: jax.Array = policy.apply(params, xi, carry, method=RecurrentPolicy.memory)
+            nxt = policy.apply(params, xi, carry, method=RecurrentPolicy.memory)
+            assert isinstance(nxt, jax.Array)
             return jnp.where(keep > 0, nxt, jnp.zeros_like(nxt)), carry
 
         _, hs_t = jax.lax.scan(step, h[:, 0], (x_t, keep_t))

@@ -40,11 +40,19 @@ def fast() -> brax_envs.Env:
     return brax_envs.get_environment("fast")
 
 
+OBS = 2
+"""`fast`'s observation size."""
+
+
 def leaves_equal(a: Any, b: Any) -> bool:
     la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
     return len(la) == len(lb) and all(
         np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True)
     )
+
+
+def test_fast_observation_size() -> None:
+    assert fast().observation_size == OBS
 
 
 def test_registered_and_validated() -> None:
@@ -78,13 +86,13 @@ def test_resume_is_bit_exact(runs: dict[str, Any]) -> None:
     # The hidden states mid-episode are part of the checkpointed environment state.
     meta = checkpoint.read_meta(checkpoint.resolve(runs["root"] / "a"))
     assert meta["agent"] == "rppo" and meta["hidden_size"] == H
-    assert meta["observation_shapes"] == [fast().observation_size + H]
+    assert meta["observation_shapes"] == [OBS + H]
 
 
 def test_load_policy_from_checkpoint_alone(runs: dict[str, Any]) -> None:
     policy = checkpoint.load_policy(runs["root"] / "a", deterministic=True)
     make_policy, params, _ = runs["a"]
-    obs = jax.random.normal(jax.random.PRNGKey(1), (7, fast().observation_size + H))
+    obs = jax.random.normal(jax.random.PRNGKey(1), (7, OBS + H))
     expected, _ = make_policy(params, deterministic=True)(obs, jax.random.PRNGKey(0))
     got, _ = policy(obs, jax.random.PRNGKey(0))
     assert got.shape == (7, fast().action_size + H)
@@ -99,7 +107,7 @@ def test_load_policy_from_checkpoint_alone(runs: dict[str, Any]) -> None:
         )
 
     loaded = checkpoint.load(runs["root"] / "a", network_factory=factory)
-    assert seen == [(fast().observation_size, fast().action_size, H)]
+    assert seen == [(OBS, fast().action_size, H)]
     assert leaves_equal(loaded.params, params)
 
 
@@ -116,10 +124,12 @@ def _rollout_inputs(steps: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "stablehlo"])
-def test_export_carries_the_hidden_state(runs: dict[str, Any], tmp_path: pathlib.Path, fmt: str) -> None:
+def test_export_carries_the_hidden_state(
+    runs: dict[str, Any], tmp_path: pathlib.Path, fmt: export.Format
+) -> None:
     make_policy, params, _ = runs["b"]
     exported = export.export_policy(runs["root"] / "b", tmp_path / f"policy.{fmt}", format=fmt)
-    n, a = fast().observation_size, fast().action_size
+    n, a = OBS, fast().action_size
     assert exported.contract["input"]["shape"] == ["batch", n + H]
     assert exported.contract["output"]["shape"] == ["batch", a + H]
     if fmt == "onnx":
@@ -131,7 +141,7 @@ def test_export_carries_the_hidden_state(runs: dict[str, Any], tmp_path: pathlib
         call = jax.export.deserialize(bytearray(exported.path.read_bytes())).call
 
         def run(x: np.ndarray) -> np.ndarray:
-            return np.asarray(call(jnp.asarray(x)))
+            return np.asarray(call(jnp.asarray(x)))  # type: ignore[no-untyped-call]
 
     policy = jax.jit(make_policy(params, deterministic=True))
     xs = _rollout_inputs(100)
