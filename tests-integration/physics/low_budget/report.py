@@ -14,8 +14,14 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
+import jax
 import mujoco
 import numpy as np
+
+# The test session's JAX settings (repository conftest.py), so the table shows what the tests see.
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+jax.config.update("jax_numpy_rank_promotion", "raise")
+jax.config.update("jax_default_matmul_precision", "highest")
 
 
 def _corpus() -> ModuleType:
@@ -53,8 +59,12 @@ def main(names: list[str]) -> None:
         sane = "yes" if mujoco_sane(m) else "NO"
         try:
             errs = corpus.run_case(name, budget)
-        except ValueError as e:
+        except ValueError as e:  # the loader refuses the model
             print(f"{row} {'-':>9} {'-':>9} {'-':>6} {sane:>9}  {str(e).splitlines()[0]}", flush=True)
+            continue
+        except Exception as e:  # a failure while tracing or running, shown like the test would fail
+            msg = f"error: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
+            print(f"{row} {'-':>9} {'-':>9} {'ERROR':>6} {sane:>9}  {msg}", flush=True)
             continue
         plain, offset = (errs[off][0] for off in (False, True))
         ok = "ok" if max(plain, offset) < corpus.QPOS_TOL else "FAIL"
