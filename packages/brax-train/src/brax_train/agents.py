@@ -5,7 +5,9 @@ One owner of "which agents exist": checkpoints name their agent in `meta["agent"
 `brax_train.<name>` exporting `train`, `policy_from_checkpoint`, `env_steps_per_update` and its
 config class `<NAME>Config` (a `RunConfig`), whose module `brax_train.<name>.config` has
 `validate(config, device_count)` and, where the agent derives settings from others, `resolve(config)`
-(and `COUNTS_ENV_STEPS = True` where its updates count the env steps they consumed).
+(and `COUNTS_ENV_STEPS = True` where its updates count the env steps they consumed); an agent
+whose policies act on a wrapped environment (RPPO's carries the hidden state) also exports
+`policy_env(env, settings)`, which the CLI's eval, render and replay use.
 Subpackages are imported on first use, so loading a PPO
 checkpoint never imports another agent's code.
 """
@@ -16,7 +18,7 @@ import dataclasses
 import functools
 import importlib
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from brax_train.config import RunConfig
@@ -46,11 +48,20 @@ class AgentSpec:
     """`train(environment, config=None, **kwargs) -> runner.TrainResult`."""
     policy_from_checkpoint: Callable[[pathlib.Path, dict[str, Any], Any], tuple[Callable[..., Any], Any]]
     """`(step_dir, meta, network_factory) -> (make_policy, params)`, rebuilt from `meta` alone."""
+    policy_env: Callable[[Any, Mapping[str, Any]], Any]
+    """`policy_env(env, settings) -> env`: the environment the agent's policies act on, from a run's
+    JSON settings (the package's `policy_env`; else `env` itself, as for every feed-forward agent)."""
 
 
 def _identity(c: Any) -> Any:
     """A config that needs no resolving."""
     return c
+
+
+def _same_env(env: Any, settings: Mapping[str, Any]) -> Any:
+    """Policies that act on the environment itself."""
+    del settings
+    return env
 
 
 @functools.cache
@@ -69,6 +80,7 @@ def spec(name: str) -> AgentSpec:
         counts_env_steps=bool(getattr(config, "COUNTS_ENV_STEPS", False)),
         train=package.train,
         policy_from_checkpoint=package.policy_from_checkpoint,
+        policy_env=getattr(package, "policy_env", _same_env),
     )
 
 

@@ -237,7 +237,8 @@ def _finish(run: RunDir, spec: RunSpec, env: Any, replay: bool, policy: Any = No
     elif replay:
         make_policy, params = policy or _load_policy(run, None)[:2]
         seed = int(spec.settings.get("seed", 0))
-        r = rollout(env, spec, make_policy(params, deterministic=True), seed, 1000)
+        acting_env = agents.spec(spec.agent).policy_env(env, spec.settings)
+        r = rollout(acting_env, spec, make_policy(params, deterministic=True), seed, 1000)
         html.save(run.replay, env.sys, r.pipeline_states, dt=r.dt)
 
 
@@ -274,7 +275,8 @@ def _open(run_dir: str, step: int | None) -> tuple[RunDir, RunSpec, brax_envs.En
     """A run's directory, settings, environment, policy maker, parameters and checkpoint step directory."""
     run = RunDir(run_dir)
     spec, _ = run.read_config()
-    return run, spec, make_env(spec, where=str(run.config)), *_load_policy(run, step)
+    env = agents.spec(spec.agent).policy_env(make_env(spec, where=str(run.config)), spec.settings)
+    return run, spec, env, *_load_policy(run, step)
 
 
 def cmd_eval(args: Eval) -> int:

@@ -1,7 +1,7 @@
 """Recurrent PPO: a GRU policy whose hidden state the environment state carries, trained with PPO."""
 
 from brax_train.rppo.config import RPPOConfig, RPPOConfigError
-from brax_train.rppo.memory import MemoryWrapper
+from brax_train.rppo.memory import MemoryWrapper, policy_env
 from brax_train.rppo.networks import (
     MemoryTanhDistribution,
     RecurrentPolicy,
@@ -22,6 +22,7 @@ __all__ = [
     "env_steps_per_update",
     "make_rppo_networks",
     "networks_from_description",
+    "policy_env",
     "policy_from_checkpoint",
     "replay_hidden",
     "sequence_loss",

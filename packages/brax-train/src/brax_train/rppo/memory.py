@@ -8,6 +8,9 @@ wrapper goes inside the training wrappers: a reset, auto-resets included, starts
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import brax_envs
 import jax
 import jax.numpy as jnp
@@ -54,4 +57,9 @@ class MemoryWrapper(brax_envs.Wrapper):
         return nstate.replace(obs=jnp.concatenate([nstate.obs, hidden], axis=-1))
 
 
-__all__ = ["MemoryWrapper"]
+def policy_env(env: brax_envs.Env, settings: Mapping[str, Any]) -> brax_envs.Env:
+    """The environment an RPPO run's policies act on: `env` carrying `settings["hidden_size"]` of memory."""
+    return MemoryWrapper(env, int(settings["hidden_size"]))
+
+
+__all__ = ["MemoryWrapper", "policy_env"]
