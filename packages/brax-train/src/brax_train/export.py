@@ -154,6 +154,7 @@ def export_policy(
             "layout": "the environment's observation array (state.obs), raw: the normalizer is in the graph",
         },
         "action": {"size": n, "low": low.tolist(), "high": high.tolist(), "scaled_in_graph": scaled},
+        **({"recurrent": _recurrent(info["hidden_size"])} if "hidden_size" in info else {}),
         **{k: info.get(k) for k in ("env", "dt", "action_repeat", "agent", "normalize_observations")},
         **{k: info.get(k) for k in ("step", "source")},
         "versions": _versions.package_versions(_versions.RECORDED + (("onnx",) if format == "onnx" else ())),
@@ -196,9 +197,20 @@ def _source(
         ),
         "action_repeat": int(config.get("action_repeat", 1)),
     }
+    if "hidden_size" in meta:  # a recurrent policy (rppo): its state is the tail of input and output
+        info["hidden_size"] = int(meta["hidden_size"])
     if isinstance(run.get("env"), str):
         info.update(env=run["env"], dt=_env_dt(run["env"], run.get("env_kwargs", {}), run.get("imports", [])))
     return _Source(loaded.make_policy, loaded.params, tuple(int(d) for d in shapes), info)
+
+
+def _recurrent(hidden_size: int) -> dict[str, Any]:
+    """The contract's note on a recurrent policy's state, which travels in the input and the output."""
+    return {
+        "hidden_size": hidden_size,
+        "layout": f"the last {hidden_size} input entries are the hidden state (zeros at an episode's start); "
+        f"feed the last {hidden_size} output entries back as the next step's",
+    }
 
 
 def _run_config(step_dir: pathlib.Path) -> dict[str, Any]:

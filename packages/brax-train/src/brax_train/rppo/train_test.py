@@ -132,6 +132,7 @@ def test_export_carries_the_hidden_state(
     n, a = OBS, fast().action_size
     assert exported.contract["input"]["shape"] == ["batch", n + H]
     assert exported.contract["output"]["shape"] == ["batch", a + H]
+    assert exported.contract["recurrent"]["hidden_size"] == H
     if fmt == "onnx":
         session = onnxruntime.InferenceSession(str(exported.path), providers=["CPUExecutionProvider"])
 
