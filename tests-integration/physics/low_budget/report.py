@@ -9,10 +9,17 @@ refused the scene, and whether MuJoCo C itself still has the robot standing (or 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
+
+# As the test session (conftest.py): XLA's cheapest optimization level, since compiles (one per scene
+# and budget) dominate these 0.1 s rollouts.
+if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+    os.environ["XLA_FLAGS"] = flags.strip()
 
 import jax
 import mujoco
