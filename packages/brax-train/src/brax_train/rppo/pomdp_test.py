@@ -92,7 +92,11 @@ THRESHOLD = (LENGTH - 1) / 2
 def returns() -> dict[str, float]:
     r = rppo.train(CueRecall(), **SETTINGS, hidden_size=16, network_factory=NETS)
     p = ppo.train(CueRecall(), **SETTINGS, network_factory=NETS)
-    return {"rppo": r.metrics["eval/episode_reward"], "ppo": p.metrics["eval/episode_reward"]}
+    return {
+        "rppo": r.metrics["eval/episode_reward"],
+        "ppo": p.metrics["eval/episode_reward"],
+        "ppo_std": p.metrics["eval/episode_reward_std"],
+    }
 
 
 def test_rppo_remembers_the_cue(returns: dict[str, float]) -> None:
