@@ -71,7 +71,7 @@ def islands(sys: System, active: jax.Array) -> tuple[jax.Array, jax.Array]:
             ext = jnp.append(lab, n)
             m = jnp.where(link, jnp.minimum(ext[a], ext[b]), n)
             new = ext.at[a].min(m).at[b].min(m)[:n]
-            new = new[jnp.minimum(new, n - 1)] * (new < n) + n * (new >= n)  # jump to the label's label
+            new = jnp.where(new < n, new[jnp.minimum(new, n - 1)], n)  # jump to the label's label
             return new, jnp.any(new != lab)
 
         label, _ = jax.lax.while_loop(lambda c: c[1], hook, (label, jnp.ones((), bool)))

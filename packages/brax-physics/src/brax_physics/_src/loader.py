@@ -422,7 +422,7 @@ def from_mjmodel(m: Any) -> System:
         jnt_bodyid=_ints(m.jnt_bodyid), jnt_limited=_bools(m.jnt_limited),
         jnt_hasstiffness=_bools(np.asarray(m.jnt_stiffness) != 0),
         dof_bodyid=_ints(m.dof_bodyid), dof_jntid=_ints(m.dof_jntid), dof_parentid=_ints(m.dof_parentid),
-        dof_treeid=_ints(m.dof_treeid), stat_meaninertia=float(m.stat.meaninertia),
+        dof_treeid=_ints(m.dof_treeid),
         dof_simplenum=_ints(m.dof_simplenum), dof_hasfrictionloss=_bools(np.asarray(m.dof_frictionloss) > 0),
         geom_type=_ints(m.geom_type), geom_bodyid=_ints(m.geom_bodyid), geom_contype=_ints(m.geom_contype),
         geom_conaffinity=_ints(m.geom_conaffinity), geom_condim=_ints(m.geom_condim),

@@ -14,7 +14,6 @@ Fluid forces under `implicitfast` are refused (MuJoCo integrates them implicitly
 
 from __future__ import annotations
 
-import functools
 import sys
 import types
 import warnings
@@ -37,8 +36,7 @@ OPTIONS: dict[str, tuple[Status, str]] = {
     "timestep": ("honoured", "pipeline.step"),
     "impratio": ("honoured", "constraint: friction regularizer of both cones"),
     "tolerance": ("honoured", "solver.Config.tolerance (with float32 roundoff floors)"),
-    "ls_tolerance": ("warned", "pyramidal: our line search is exact (_line_search_note); elliptic: "
-                     "solver._line_search_cone"),
+    "ls_tolerance": ("honoured", "solver._line_search (MuJoCo's PrimalSearch)"),
     "noslip_tolerance": ("honoured", "noslip (System.opt.noslip_tolerance)"),
     "ccd_tolerance": ("honoured", "collision.convex (GJK and EPA tolerance)"),
     "sleep_tolerance": ("irrelevant", "read only when sleeping, and the sleep flag is refused"),
@@ -54,10 +52,10 @@ OPTIONS: dict[str, tuple[Status, str]] = {
     "integrator": ("honoured", "pipeline.step: Euler, RK4, implicitfast; the others are refused"),
     "cone": ("honoured", "constraint.layout (rows) and solver (elliptic cones: solver._with_cones)"),
     "jacobian": ("irrelevant", "dense or sparse storage of the same matrices (MuJoCo agrees to roundoff)"),
-    "solver": ("warned", "PGS and CG run as Newton: same optimum, see option_warnings"),
+    "solver": ("warned", "Newton and CG honoured (solver.Config.newton); PGS runs as Newton, see "
+               "option_warnings"),
     "iterations": ("honoured", "solver.Config.iterations"),
-    "ls_iterations": ("warned", "pyramidal: our line search is exact (_line_search_note); elliptic: "
-                      "solver._line_search_cone"),
+    "ls_iterations": ("honoured", "solver._line_search (MuJoCo's PrimalSearch)"),
     "noslip_iterations": ("honoured", "noslip.Config.iterations"),
     "ccd_iterations": ("honoured", "collision.convex (GJK and EPA iteration cap)"),
     "disableflags": ("honoured", "bit by bit, see DISABLE_FLAGS"),
@@ -90,9 +88,9 @@ DISABLE_FLAGS: dict[str, tuple[Status, str]] = {
     # NaN, envs mark it done), so only runs that already diverged differ, whatever the flag says.
     "autoreset": ("irrelevant", "acts only on a diverged state"),
     "nativeccd": ("refused", "collision.pairs.collision_pairs, for models with general convex pairs"),
-    # Islands split the solve into independent blocks with the same optimum; only the stopping
-    # test's scaling changes, so results agree to within the solver tolerance.
-    "island": ("irrelevant", "same optimum, solved block by block"),
+    # Each island is solved as its own problem (line search, stopping tests, iteration count), which
+    # decides the result whenever the solver stops before converging.
+    "island": ("honoured", "island.islands and solver (one problem per island)"),
     # Disabled, every general convex pair gives its one GJK/EPA contact; enabled (MuJoCo's default),
     # touching faces and edges of capsule/cylinder/box/mesh pairs give several (collision.multicontact).
     "multiccd": ("honoured", "collision.pairs (slots) and collision.multicontact"),
@@ -111,7 +109,6 @@ ENABLE_FLAGS: dict[str, tuple[Status, str]] = {
 }
 """Every `mjtEnableBit`: its class and where it is honoured, or why it is irrelevant."""
 
-_SOLVER_NAMES = {int(mujoco.mjtSolver.mjSOL_PGS): "PGS", int(mujoco.mjtSolver.mjSOL_CG): "CG"}
 
 
 def _bit(prefix: str, name: str) -> int:
@@ -123,43 +120,21 @@ def _flag_set(flags: int, prefix: str, name: str) -> bool:
     return bool(flags & _bit(prefix, name))
 
 
-@functools.cache
-def _defaults() -> mujoco.MjOption:
-    """MuJoCo's default options (those of an empty model)."""
-    return mujoco.MjModel.from_xml_string("<mujoco/>").opt
-
-
-def _line_search_note(name: str, value: str, iterations: int) -> str:
-    # MuJoCo's line search stops after ls_iterations steps or once the slope is below
-    # tolerance*ls_tolerance; ours is the exact minimizer. Looser settings than MuJoCo's defaults
-    # slow MuJoCo's progress per iteration, which shows only when `iterations` ends its solve early
-    # (then ours is the more converged). Tighter settings move MuJoCo towards ours: no warning.
-    return (f'option {name}="{value}": ignored, the Newton line search here is exact; MuJoCo\'s looser '
-            f'line search changes results only when iterations="{iterations}" stops its solver before it '
-            "converges (ours is then the more converged)")
-
-
 def option_warnings(m: mujoco.MjModel) -> list[str]:
     """Messages naming each option of `m` that brax-physics does not honour (empty for the defaults)."""
-    o, default = m.opt, _defaults()
+    o = m.opt
     out: list[str] = []
-    solver = _SOLVER_NAMES.get(int(o.solver))
-    if solver is not None:
+    if o.solver == mujoco.mjtSolver.mjSOL_PGS:
         # MuJoCo's computation chapter: the constraint forces are the unique optimum of a convex
-        # problem; Newton and CG minimize its reduced primal form, PGS its dual.
-        how = "solves the dual of" if solver == "PGS" else "minimizes"
+        # problem; Newton minimizes its reduced primal form, PGS its dual. PGS is not ported: its
+        # Gauss-Seidel sweep is sequential over constraint rows (nefc dependent steps per sweep),
+        # which neither vmap nor an accelerator runs well, and MJX does not offer it either.
         out.append(
-            f'option solver="{solver}": not implemented, the Newton solver runs instead. Results still '
-            f"match MuJoCo's: {solver} {how} the same convex problem as Newton, so both reach its unique "
-            f'optimum up to the solver tolerance, as long as iterations="{o.iterations}" lets MuJoCo\'s '
-            f"{solver} converge"
+            'option solver="PGS": not implemented, the Newton solver runs instead (use solver="Newton" '
+            'or "CG" to silence this). Results still match MuJoCo\'s: PGS solves the dual of the same '
+            "convex problem, so both reach its unique optimum up to the solver tolerance, as long as "
+            f'iterations="{o.iterations}" lets MuJoCo\'s PGS converge'
         )
-    # elliptic cones make the line search iterative here too: it reads both settings as MuJoCo's does
-    exact = o.cone == mujoco.mjtCone.mjCONE_PYRAMIDAL
-    if exact and o.ls_iterations < default.ls_iterations:
-        out.append(_line_search_note("ls_iterations", str(o.ls_iterations), o.iterations))
-    if exact and o.ls_tolerance > default.ls_tolerance:
-        out.append(_line_search_note("ls_tolerance", f"{o.ls_tolerance:g}", o.iterations))
 
     dflags, eflags = int(o.disableflags), int(o.enableflags)
     if _flag_set(eflags, "mjENBL_", "ipc"):

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from brax_math import Motion, Transform, point_velocity
-from mujoco import mjtDisableBit, mjtIntegrator
+from mujoco import mjtDisableBit, mjtIntegrator, mjtSolver
 
 from brax_physics._src import (
     com,
@@ -125,8 +125,7 @@ def solver_config(sys: System) -> solver.Config:
         is_eq=tuple(bool(b) for b in lay.is_eq) if lay.neq else (),
         cones=lay.cones, ls_iterations=o.ls_iterations, ls_tolerance=o.ls_tolerance,
         compact=lay.compact_groups, row_dof=_row_dof(sys),
-        nisland=island.ntree(sys) if island.enabled(sys) else 1,
-        scale=0.0 if island.enabled(sys) else 1.0 / (sys.stat_meaninertia * max(1, sys.nv)),
+        newton=o.solver != mjtSolver.mjSOL_CG, nisland=island.ntree(sys) if island.enabled(sys) else 1,
     )
 
 

@@ -45,10 +45,19 @@ from brax_physics._src import linalg, platforms
 
 _HI = jax.lax.Precision.HIGHEST
 
-# float32 floors on MuJoCo's (double precision) stopping tests: below these relative sizes the
-# cost improvement and gradient are roundoff, and MuJoCo's absolute tests would never fire.
-_REL_COST = 1e-6
-_REL_GRAD = 1e-5
+# Floors on MuJoCo's (double precision) stopping tests, in units of the dtype's epsilon: below
+# these relative sizes the cost improvement and gradient are roundoff (float32: ~1e-6 and ~1e-5),
+# and MuJoCo's absolute tests would never fire.
+_REL_COST_EPS = 10.0
+_REL_GRAD_EPS = 100.0
+
+
+def _rel_cost(x: jax.Array) -> float:
+    return _REL_COST_EPS * float(np.finfo(x.dtype).eps)
+
+
+def _rel_grad(x: jax.Array) -> float:
+    return _REL_GRAD_EPS * float(np.finfo(x.dtype).eps)
 
 
 class Config(NamedTuple):
@@ -74,11 +83,11 @@ class Config(NamedTuple):
     """Groups of interchangeable row units that are often inactive (contacts, limits): each group a
     tuple of units of one size, a unit the rows of one elliptic cone (in `cones`) or one scalar
     unilateral row. The solve runs on the active units only when they fit a budget (`_Compaction`)."""
+    newton: bool = True
+    """Newton's method (MuJoCo's default); False: MuJoCo's CG (M-preconditioned Hager-Zhang
+    conjugate gradient on the same cost, with the same line search)."""
     nisland: int = 1
     """Island slots: labels in `Problem.dof_island`/`efc_island` are below it (the model's tree count)."""
-    scale: float = 0.0
-    """With islands disabled: MuJoCo's scale 1/(meaninertia·nv) of the stopping tests; 0: each
-    island's 1/trace(M)."""
     row_dof: tuple[int, ...] | None = None
     """Per row: the one dof its Jacobian can reach (a hinge or slide joint's limit or friction loss),
     or -1 for rows reaching several; None: unknown. Single-dof rows add to the Hessian's diagonal
@@ -349,7 +358,7 @@ class _Islands(NamedTuple):
 
     dof: jax.Array  # (nv, K) one-hot island of each dof (a zero row: no island)
     row: jax.Array  # (nefc, K) one-hot island of each row
-    scale: jax.Array  # (K,) MuJoCo's ctx.scale: 1/trace of the island's M (or 1/(meaninertia·nv))
+    scale: jax.Array  # (K,) MuJoCo's ctx.scale: 1/trace of the island's M
     live: jax.Array  # (K,) bool: the slot holds an island
 
 
@@ -363,12 +372,9 @@ def _islands(cfg: Config, p: Problem) -> _Islands:
         dof = (p.dof_island[:, None] == slots[None, :]).astype(dt)
         row = (p.efc_island[:, None] == slots[None, :]).astype(dt)
     live = jnp.sum(dof, axis=0) > 0
-    if cfg.scale > 0:  # islands disabled: MuJoCo's monolithic scale
-        scale = jnp.full(dof.shape[1:], cfg.scale, dt)
-    else:
-        trace = _mv(linalg.diagonal(p.M), dof)
-        scale = 1.0 / jnp.where(live, trace, 1.0)
-    return _Islands(dof, row, scale, live)
+    # MuJoCo 4.0.1 divides by the island's trace of M, islands on or off (then one island of all dofs)
+    trace = _mv(linalg.diagonal(p.M), dof)
+    return _Islands(dof, row, 1.0 / jnp.where(live, trace, 1.0), live)
 
 
 def _per(mask: jax.Array, x: jax.Array) -> jax.Array:
@@ -390,7 +396,8 @@ class _Iterate(NamedTuple):
     ma: jax.Array  # (nv,) M x
     jar: jax.Array  # (nefc,) J x - aref
     grad: jax.Array  # (nv,)
-    mgrad: jax.Array  # (nv,) H⁻¹ grad (the Newton step is -mgrad)
+    mgrad: jax.Array  # (nv,) H⁻¹ grad (Newton) or M⁻¹ grad (CG)
+    search: jax.Array  # (nv,) the next search direction
     cost: jax.Array  # (K,) each island's cost (float32 roundoff floors only)
 
 
@@ -402,14 +409,18 @@ def scale_tol(p: Problem) -> jax.Array:
 
 def _state(cfg: Config, p: Problem, isl: _Islands, x: jax.Array, ma: jax.Array,
            jar: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """grad (nv,), H⁻¹ grad (nv,), per-island cost (K,) and gradient roundoff scale (K,) at x."""
+    """grad (nv,), its preconditioned form (nv,) (Newton: H⁻¹ grad, CG: M⁻¹ grad), per-island cost
+    (K,) and gradient roundoff scale (K,) at x."""
     f, c, quad = row_terms(cfg, p, jar)
     jtf = _mv(p.J.T, f)
     grad = ma - p.qfrc_smooth - jtf
-    hess = _hessian(cfg, p, quad)
-    if cfg.cones:
-        hess = hess + _cone_hessian(cfg, p, jar)
-    mgrad = linalg.spd_solve(hess, grad)
+    if cfg.newton:
+        hess = _hessian(cfg, p, quad)
+        if cfg.cones:
+            hess = hess + _cone_hessian(cfg, p, jar)
+        mgrad = linalg.spd_solve(hess, grad)
+    else:
+        mgrad = linalg.spd_solve(p.M, grad)
     cost = _per(isl.dof, 0.5 * (x - p.qacc_smooth) * (ma - p.qfrc_smooth)) + _per(isl.row, c)
     gscale = (jnp.sqrt(_per(isl.dof, ma * ma)) + jnp.sqrt(_per(isl.dof, p.qfrc_smooth ** 2))
               + jnp.sqrt(_per(isl.dof, jtf * jtf)))
@@ -420,9 +431,9 @@ def _converged(cfg: Config, isl: _Islands, grad: jax.Array, mgrad: jax.Array, co
                gscale: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(K,) MuJoCo's gradient and Newton-decrement tests, with float32 roundoff floors."""
     gn = jnp.sqrt(_per(isl.dof, grad * grad))
-    small_grad = (isl.scale * gn < cfg.tolerance) | (gn <= _REL_GRAD * gscale)
+    small_grad = (isl.scale * gn < cfg.tolerance) | (gn <= _rel_grad(gn) * gscale)
     dec = jnp.maximum(0.0, 0.5 * _per(isl.dof, grad * mgrad))
-    small_dec = (isl.scale * dec < cfg.tolerance) | (dec <= _REL_COST * jnp.abs(cost))
+    small_dec = (isl.scale * dec < cfg.tolerance) | (dec <= _rel_cost(dec) * jnp.abs(cost))
     return small_grad, small_dec
 
 
@@ -437,13 +448,15 @@ def _start(cfg: Config, p: Problem, x_warm: jax.Array) -> _Iterate:
             return jnp.sum(c) + 0.5 * jnp.dot(_mv(p.M, z) - p.qfrc_smooth, z - p.qacc_smooth, precision=_HI)
 
         x = jnp.where(total(x_warm) <= total(p.qacc_smooth), x_warm, p.qacc_smooth)
-        if p.dof_island is not None and cfg.scale == 0:
+        if p.dof_island is not None:
             x = jnp.where(jnp.sum(isl.dof, axis=1) > 0, x, p.qacc_smooth)
     ma, jar = _mv(p.M, x), _mv(p.J, x) - p.aref
     grad, mgrad, cost, gscale = _state(cfg, p, isl, x, ma, jar)
     small_grad, small_dec = _converged(cfg, isl, grad, mgrad, cost, gscale)
-    done = ~isl.live | (small_grad & small_dec)
-    return _Iterate(jnp.zeros(isl.live.shape, jnp.int32), done, x, ma, jar, grad, mgrad, cost)
+    # Newton: the gradient and the decrement ½gᵀH⁻¹g; CG: the duality gap ½gᵀM⁻¹g alone (its
+    # certificate; Newton's gap test is implied by its decrement test, H ⪰ M)
+    done = ~isl.live | ((small_grad if cfg.newton else True) & small_dec)
+    return _Iterate(jnp.zeros(isl.live.shape, jnp.int32), done, x, ma, jar, grad, mgrad, -mgrad, cost)
 
 
 def _running(cfg: Config, s: _Iterate) -> jax.Array:
@@ -456,7 +469,7 @@ def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     then the new gradient, Hessian and stopping tests."""
     isl = _islands(cfg, p)
     run = (s.it < cfg.iterations) & ~s.done
-    d = -s.mgrad * _at(isl.dof, run.astype(s.x.dtype))
+    d = s.search * _at(isl.dof, run.astype(s.x.dtype))
     md, jd = _mv(p.M, d), _mv(p.J, d)
     alpha, improvement = _line_search(cfg, p, isl, s, d, md, jd, run)
     moved = run & (alpha != 0)  # MuJoCo stops an island whose search found no improvement
@@ -465,9 +478,27 @@ def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     grad, mgrad, cost, gscale = _state(cfg, p, isl, x, ma, jar)
     small_grad, small_dec = _converged(cfg, isl, grad, mgrad, cost, gscale)
     imp = isl.scale * improvement
-    small_imp = ((imp > 0) & (imp < cfg.tolerance)) | (jnp.abs(improvement) <= _REL_COST * jnp.abs(cost))
-    done = s.done | (run & ~moved) | (moved & (small_imp | small_grad | small_dec))
-    return _Iterate(s.it + moved.astype(jnp.int32), done, x, ma, jar, grad, mgrad, cost)
+    roundoff = jnp.abs(improvement) <= _rel_cost(cost) * jnp.abs(cost)
+    small_imp = ((imp > 0) & (imp < cfg.tolerance)) | roundoff
+    stop = small_imp | small_grad | (small_dec if cfg.newton else False)
+    done = s.done | (run & ~moved) | (moved & stop)
+    search = -mgrad if cfg.newton else _conjugate(isl, d, grad, mgrad, s.grad, s.mgrad)
+    return _Iterate(s.it + moved.astype(jnp.int32), done, x, ma, jar, grad, mgrad, search, cost)
+
+
+def _conjugate(isl: _Islands, d: jax.Array, grad: jax.Array, mgrad: jax.Array, grad_old: jax.Array,
+               mgrad_old: jax.Array) -> jax.Array:
+    """(nv,) CG's next direction: −M⁻¹g + β d with MuJoCo's Hager-Zhang β (restarting at β = 0 when
+    conjugacy is lost, bounded below by its dynamic truncation), per island."""
+    y, my = grad - grad_old, mgrad - mgrad_old
+    d_dot_y = _per(isl.dof, d * y)
+    ok = d_dot_y >= linalg.MINVAL
+    dy = jnp.where(ok, d_dot_y, 1.0)
+    beta_hz = (_per(isl.dof, y * mgrad) - 2 * (_per(isl.dof, y * my) / dy) * _per(isl.dof, d * grad)) / dy
+    d_norm, g_norm = jnp.sqrt(_per(isl.dof, d * d)), jnp.sqrt(_per(isl.dof, grad * grad))
+    eta = -1.0 / jnp.maximum(linalg.MINVAL, d_norm * jnp.minimum(0.01, g_norm))
+    beta = jnp.where(ok, jnp.maximum(eta, beta_hz), 0.0)
+    return -mgrad + _at(isl.dof, beta) * d
 
 
 # ---- MuJoCo's line search (engine_solver.c PrimalSearch, PrimalEval) ----
@@ -492,7 +523,8 @@ def _friction_cost(x: jax.Array, f: jax.Array, rf: jax.Array, D: jax.Array) -> j
                      jnp.where(x <= -rf, f * (-0.5 * rf - x), f * (-0.5 * rf + x)))
 
 
-def _friction_cost_dif(start: jax.Array, x: jax.Array, f: jax.Array, rf: jax.Array, D: jax.Array) -> jax.Array:
+def _friction_cost_dif(start: jax.Array, x: jax.Array, f: jax.Array, rf: jax.Array,
+                       D: jax.Array) -> jax.Array:
     """cost(x) - cost(start) of friction-loss rows, without cancellation where both share a zone."""
     def zone(v: jax.Array) -> jax.Array:
         return jnp.where((-rf < v) & (v < rf), 0, jnp.where(v <= -rf, -1, 1))
@@ -526,7 +558,7 @@ def _cone_zone(N: jax.Array, Tsqr: jax.Array, mu: jax.Array) -> tuple[jax.Array,
     flat = Tsqr <= _APEX * _APEX  # no tangential part (a float32 apex counts as none)
     T = jnp.sqrt(jnp.where(flat, 1.0, Tsqr))
     zone = jnp.where(flat, jnp.where(N < 0, 2, 1),
-                     jnp.where(N >= mu * T, 1, jnp.where(mu * N + T <= 0, 2, 3)))
+                     jnp.where(mu * T <= N, 1, jnp.where(mu * N + T <= 0, 2, 3)))
     return zone, jnp.where(flat, 0.0, T)
 
 
@@ -606,7 +638,8 @@ def _line_search(cfg: Config, p: Problem, isl: _Islands, s: _Iterate, d: jax.Arr
             fl = jnp.asarray(is_fl)
             inside = (-rf < x) & (x < rf)
             cost = jnp.where(fl, _friction_cost_dif(jar, x, p.floss, rf, D), cost)
-            d1 = jnp.where(fl, jnp.where(inside, D * x * jd, jnp.where(x <= -rf, -p.floss * jd, p.floss * jd)), d1)
+            lin = jnp.where(x <= -rf, -p.floss * jd, p.floss * jd)
+            d1 = jnp.where(fl, jnp.where(inside, D * x * jd, lin), d1)
             d2 = jnp.where(fl, jnp.where(inside, D * jd * jd, 0.0), d2)
         keep = jnp.asarray(~in_cone)
         cost, d1, d2 = (jnp.where(keep, v, 0.0) for v in (cost, d1, d2))
@@ -621,7 +654,7 @@ def _line_search(cfg: Config, p: Problem, isl: _Islands, s: _Iterate, d: jax.Arr
         d2_k = d2_k + 2 * g2
         d2_k = jnp.where(d2_k <= 0, linalg.MINVAL, d2_k)
         mag_k = mag_k + jnp.abs(2 * alpha * g2) + jnp.abs(g1)
-        return _Pt(alpha, cost_k, d1_k, d2_k, jnp.maximum(gtol, _REL_GRAD * mag_k))
+        return _Pt(alpha, cost_k, d1_k, d2_k, jnp.maximum(gtol, _rel_grad(mag_k) * mag_k))
 
     def conv(q: _Pt) -> jax.Array:
         small: jax.Array = jnp.abs(q.d1) < q.tol

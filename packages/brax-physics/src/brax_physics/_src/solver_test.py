@@ -223,36 +223,6 @@ def test_shared_operand_and_gradient() -> None:
     np.testing.assert_allclose(g_b, fd, rtol=2e-2)
 
 
-def test_line_search_table_and_sorted_kinks_agree() -> None:
-    """Both exact line searches (the table for small problems, sorted kinks above
-    LINE_SEARCH_TABLE_MAX_ROWS) find the same minimizer, with friction-loss rows and perturbed descent
-    directions, and it is a minimum: the 1-D cost does not drop a little to either side of it."""
-    cfg = _cfg(floss_rows=3)
-    p = _problems(64, seed=11, floss_rows=3)
-    rng = np.random.default_rng(12)
-    x = jnp.asarray(rng.normal(size=(64, NV)), jnp.float32)
-    noise = jnp.asarray(rng.normal(size=(64, NV)), jnp.float32)
-
-    def both(q: solver.Problem, x: jax.Array, noise: jax.Array) -> tuple[jax.Array, ...]:
-        ma, jar = q.M @ x, q.J @ x - q.aref
-        grad = solver._evaluate(cfg, q, x, ma, jar).grad
-        d = -grad + 0.3 * jnp.linalg.norm(grad) * noise  # a perturbed descent direction
-        md, jd = q.M @ d, q.J @ d
-        a1 = solver._line_search_table(cfg, q, ma, jar, d, md, jd)
-        a2 = solver._line_search_sorted(cfg, q, ma, jar, d, md, jd)
-
-        def cost(a: jax.Array) -> jax.Array:
-            return solver._evaluate(cfg, q, x + a * d, ma + a * md, jar + a * jd).cost
-
-        return a1, a2, cost(a1), cost(a1 * 0.98), cost(a1 * 1.02 + 1e-4)
-
-    a1, a2, c, lo, hi = (np.asarray(v) for v in jax.jit(jax.vmap(both))(p, x, noise))
-    assert np.mean(a1 > 0) > 0.9  # the directions descend
-    np.testing.assert_allclose(a2, a1, rtol=1e-4, atol=1e-6)
-    scale = np.abs(c) + 1.0
-    assert np.all(c <= lo + 1e-5 * scale) and np.all(c <= hi + 1e-5 * scale)
-
-
 def test_hessian_of_single_dof_rows_matches_the_dense_sum() -> None:
     """Rows that reach one dof (`Config.row_dof`) go to the diagonal: H = M + Jᵀ diag(D on quadratic
     rows) J as the dense sum, alone and under vmap, whichever rows are single."""

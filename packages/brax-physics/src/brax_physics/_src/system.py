@@ -480,8 +480,6 @@ class System:
     tendon_bias: bool = dataclasses.field(default=False, metadata=_STATIC)
     """Whether the spatial tendons' armature bias force is computed: a spatial tendon had armature at
     load time. To randomize a spatial tendon's armature from zero, `replace(tendon_bias=True, ...)`."""
-    stat_meaninertia: float = dataclasses.field(default=1.0, metadata=_STATIC)
-    """MuJoCo's `stat.meaninertia` at load: the solver's scale with islands disabled."""
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 
