@@ -131,9 +131,6 @@ def unsupported(m: Any) -> list[str]:
         integ = keyword(mjtIntegrator, int(opt.integrator))
         errs.append(f"option: integrator={integ} is not supported (Euler, RK4, implicitfast)")
     implicitfast = opt.integrator == mjtIntegrator.mjINT_IMPLICITFAST
-    if implicitfast and np.any(m.jnt_type == int(mjtJoint.mjJNT_FREE)):
-        # MuJoCo 4.0 adds gyroscopic derivative terms for free bodies under implicitfast (not implemented)
-        errs.append("option: integrator=implicitfast with a free joint is not supported (use Euler or RK4)")
     if implicitfast and (opt.density != 0 or opt.viscosity != 0):
         # MuJoCo integrates fluid forces implicitly there (their velocity derivatives in qDeriv)
         errs.append("option: integrator=implicitfast with density/viscosity (fluid forces) is not supported "
@@ -338,6 +335,17 @@ def _spatial_tendons(m: Any) -> np.ndarray:
         np.zeros(0, bool)
 
 
+def _freebody_jnts(m: mujoco.MjModel) -> tuple[int, ...]:
+    """Free joints of standalone free bodies, as MuJoCo's mj_isFreeBody decides at load."""
+    out = []
+    for j in np.flatnonzero(np.asarray(m.jnt_type) == int(mjtJoint.mjJNT_FREE)):
+        b = int(m.jnt_bodyid[j])
+        if (m.body_jntnum[b] == 1 and m.tree_dofnum[m.dof_treeid[m.jnt_dofadr[j]]] == 6
+                and m.body_subtreemass[b] == m.body_mass[b]):
+            out.append(int(j))
+    return tuple(out)
+
+
 def from_mjmodel(m: Any) -> System:
     """Convert a compiled `mujoco.MjModel` into a `System` (ValueError if unsupported)."""
     emit_option_warnings(m)
@@ -422,7 +430,7 @@ def from_mjmodel(m: Any) -> System:
         jnt_bodyid=_ints(m.jnt_bodyid), jnt_limited=_bools(m.jnt_limited),
         jnt_hasstiffness=_bools(np.asarray(m.jnt_stiffness) != 0),
         dof_bodyid=_ints(m.dof_bodyid), dof_jntid=_ints(m.dof_jntid), dof_parentid=_ints(m.dof_parentid),
-        dof_treeid=_ints(m.dof_treeid),
+        dof_treeid=_ints(m.dof_treeid), freebody_jnts=_freebody_jnts(m),
         dof_simplenum=_ints(m.dof_simplenum), dof_hasfrictionloss=_bools(np.asarray(m.dof_frictionloss) > 0),
         geom_type=_ints(m.geom_type), geom_bodyid=_ints(m.geom_bodyid), geom_contype=_ints(m.geom_contype),
         geom_conaffinity=_ints(m.geom_conaffinity), geom_condim=_ints(m.geom_condim),

@@ -396,6 +396,28 @@ def _velocity_derivative(sys: System, act: dynamics.Actuation, moment: jax.Array
     return qdv
 
 
+def _freebody_velocity(sys: System, fr: kinematics.Frames, m: jax.Array, v0: jax.Array, qfrc: jax.Array,
+                       qdv: jax.Array, h: jax.Array, qd: jax.Array) -> jax.Array:
+    """`qd` (nv,) with the velocities of standalone free bodies from implicitfast's local solve.
+
+    MuJoCo's mj_implicitSkip solves each standalone free body's 6×6 block on its own, with
+    M − h·(D + ∂bias/∂qvel): the gyroscopic derivative of its bias force, which the symmetric
+    global solve drops (`integrator.free_body_bias_derivative`); the block is decoupled from the
+    other dofs, so only its rows change.
+    """
+    jnt = np.asarray(sys.freebody_jnts)
+    body = np.asarray(sys.jnt_bodyid)[jnt]
+    adr = np.asarray(sys.jnt_dofadr)[jnt]
+    idx = adr[:, None] + np.arange(6)[None, :]  # (nfree, 6)
+    mb = m[idx[:, :, None], idx[:, None, :]]
+    db = qdv[idx[:, :, None], idx[:, None, :]] if qdv.ndim == 2 else jax.vmap(jnp.diag)(qdv[idx])
+    bias = integrator.free_body_bias_derivative(
+        sys.body_mass[body], sys.body_inertia[body], fr.xquat[body], fr.ximat[body],
+        fr.xipos[body] - fr.xpos[body], v0[idx[:, 3:]])
+    qacc = jnp.linalg.solve(mb - h * db + h * bias, qfrc[idx][..., None])[..., 0]
+    return qd.at[idx].set(v0[idx] + h * qacc)
+
+
 def step(sys: System, state: State, act: jax.Array) -> State:
     """Advance `state` by one timestep `sys.dt` under control `act` (nu,).
 
@@ -464,12 +486,23 @@ def step(sys: System, state: State, act: jax.Array) -> State:
             act_dot = integrator.rk4_combine([d0, d2, d3, d4])
         else:
             warm = a0
-            euler = sys.opt.integrator == mjtIntegrator.mjINT_EULER
-            if euler and sys.opt.disableflags & mjtDisableBit.mjDSBL_EULERDAMP:
+            # the implicit updates integrate the forces, qfrc_smooth + qfrc_constraint, as MuJoCo's
+            # do; they equal M·qacc only where the solver converged (not at 1-4 iterations)
+            qfrc = acc.qfrc_passive - acc.qfrc_bias + acc.act.qfrc + acc.qfrc_constraint
+            dflags = sys.opt.disableflags
+            if sys.opt.integrator == mjtIntegrator.mjINT_IMPLICITFAST:
+                qdv = _velocity_derivative(sys, acc.act, pos0.actuator_moment, pos0.ten_J)
+                qd = integrator.implicit_velocity(state.mass_matrix, v0, qfrc, qdv, h)
+                if sys.freebody_jnts:
+                    qd = _freebody_velocity(sys, pos0.frames, state.mass_matrix, v0, qfrc, qdv, h, qd)
+            elif dflags & (mjtDisableBit.mjDSBL_EULERDAMP | mjtDisableBit.mjDSBL_DAMPER):
                 qd = v0 + h * a0
             else:
+                # MuJoCo's Euler is implicit when a dof has damping or a joint an actuator
                 qdv = _velocity_derivative(sys, acc.act, pos0.actuator_moment, pos0.ten_J)
-                qd = integrator.implicit_velocity(state.mass_matrix, v0, a0, qdv, h)
+                qd = integrator.implicit_velocity(state.mass_matrix, v0, qfrc, qdv, h)
+                if not any(a >= 0 for a in sys.jnt_actuatorid):
+                    qd = jnp.where(jnp.any(qdv != 0), qd, v0 + h * a0)
             q = integrator.integrate_pos(sys, q0, qd, h)
             act_dot = acc.act.act_dot
         new_act = dynamics.next_activation(sys, act0, act_dot) if has_act else act0

@@ -480,6 +480,9 @@ class System:
     tendon_bias: bool = dataclasses.field(default=False, metadata=_STATIC)
     """Whether the spatial tendons' armature bias force is computed: a spatial tendon had armature at
     load time. To randomize a spatial tendon's armature from zero, `replace(tendon_bias=True, ...)`."""
+    freebody_jnts: tuple[int, ...] = dataclasses.field(default=(), metadata=_STATIC)
+    """Free joints of standalone free bodies (MuJoCo's `mj_isFreeBody`: a body whose only joint is free
+    and whose subtree has no other mass), which implicitfast integrates with their gyroscopic terms."""
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 
