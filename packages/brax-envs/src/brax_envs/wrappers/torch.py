@@ -56,12 +56,21 @@ DEFAULT_GROUP_NAMES: Mapping[str, str] = {"state": "policy", "privileged_state":
 """rsl_rl group names of the conventional dict-observation keys (other keys keep their names)."""
 
 
-class _Flags(NamedTuple):
-    """(num_envs,) bool flags of a step, computed in the jitted step."""
+class _Outputs(NamedTuple):
+    """What a step gives torch besides the state's arrays, packed so that one DLPack export each suffices."""
 
-    done: jax.Array
-    terminated: jax.Array
-    truncated: jax.Array
+    flags: jax.Array
+    """(3, num_envs) bool: done, terminated, truncated."""
+    episode: jax.Array
+    """(len(episode_keys), num_envs) float32 totals of the current (or just finished) episodes."""
+
+
+class _Flags(NamedTuple):
+    """(num_envs,) bool torch views of a step's flags."""
+
+    done: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
 
 
 def _tensor(array: jax.Array) -> torch.Tensor:
@@ -82,13 +91,6 @@ def _torch_device(device: jax.Device) -> torch.device:
         return torch.device("cpu")
     index = getattr(device, "local_hardware_id", None)
     return torch.device("cuda", device.id if index is None else index)
-
-
-def _flags(state: State) -> _Flags:
-    """Done, terminated and truncated flags of a batched training state."""
-    done = state.done > 0
-    trunc = done & (state.info["truncation"] > 0)
-    return _Flags(done=done, terminated=done & ~trunc, truncated=trunc)
 
 
 class TorchVecEnv:
@@ -119,7 +121,8 @@ class TorchVecEnv:
         self._reset_fn = jax.jit(self._reset_impl)
         self._step_fn = jax.jit(self._step_impl)
         self._key = jax.device_put(jax.random.PRNGKey(seed), self.jax_device)
-        self._state, self._flags = self._reset_jax()
+        self._episode_keys: tuple[str, ...] = ()
+        self._state, self._out = self._reset_jax()
 
     @property
     def jax_state(self) -> State:
@@ -147,21 +150,31 @@ class TorchVecEnv:
         new = self._from_torch(steps, torch.int32, (self.num_envs,))
         self._state = self._state.replace(info={**self._state.info, "steps": new})
 
-    def _reset_impl(self, key: jax.Array) -> tuple[State, _Flags, jax.Array]:
-        """Batched reset with keys split from `key`; returns the state, its flags and the next key."""
+    def _outputs(self, state: State) -> _Outputs:
+        """Flags and episode totals of a batched training state (traced inside the jitted functions)."""
+        done = state.done > 0
+        trunc = done & (state.info["truncation"] > 0)
+        em = state.info["episode_metrics"]
+        # Metrics are per-env scalars (the `Env` contract); set at trace time, the same for reset and step.
+        self._episode_keys = tuple(k for k, v in em.items() if v.shape == state.reward.shape)
+        episode = jnp.stack([em[k].astype(jnp.float32) for k in self._episode_keys])
+        return _Outputs(flags=jnp.stack([done, done & ~trunc, trunc]), episode=episode)
+
+    def _reset_impl(self, key: jax.Array) -> tuple[State, _Outputs, jax.Array]:
+        """Batched reset with keys split from `key`; returns the state, its outputs and the next key."""
         key, sub = jax.random.split(key)
         state = self._training_env.reset(jax.random.split(sub, self.num_envs))
-        return state, _flags(state), key
+        return state, self._outputs(state), key
 
-    def _step_impl(self, state: State, action: jax.Array) -> tuple[State, _Flags]:
-        """One batched, auto-resetting step and its flags."""
+    def _step_impl(self, state: State, action: jax.Array) -> tuple[State, _Outputs]:
+        """One batched, auto-resetting step and its outputs."""
         state = self._training_env.step(state, action)
-        return state, _flags(state)
+        return state, self._outputs(state)
 
-    def _reset_jax(self) -> tuple[State, _Flags]:
+    def _reset_jax(self) -> tuple[State, _Outputs]:
         """Reset every environment on the JAX side."""
-        state, flags, self._key = self._reset_fn(self._key)
-        return state, flags
+        state, out, self._key = self._reset_fn(self._key)
+        return state, out
 
     def _from_torch(self, tensor: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...]) -> jax.Array:
         """`tensor` as a JAX array sharing its memory (after a device or dtype conversion, if needed)."""
@@ -170,10 +183,12 @@ class TorchVecEnv:
         tensor = tensor.detach().to(device=self.device, dtype=dtype).contiguous()
         return jnp.from_dlpack(tensor)
 
-    def _advance(self, actions: torch.Tensor) -> None:
-        """Step every environment with `actions` (num_envs, num_actions)."""
+    def _advance(self, actions: torch.Tensor) -> _Flags:
+        """Step every environment with `actions` (num_envs, num_actions); returns the step's flags."""
         act = self._from_torch(actions, torch.float32, (self.num_envs, self.num_actions))
-        self._state, self._flags = self._step_fn(self._state, act)
+        self._state, self._out = self._step_fn(self._state, act)
+        flags = _tensor(self._out.flags)
+        return _Flags(done=flags[0], terminated=flags[1], truncated=flags[2])
 
     def _observations(self) -> TorchObs:
         """The current observations as torch tensors."""
@@ -181,26 +196,24 @@ class TorchVecEnv:
         return obs
 
     def _step_info(self, done: torch.Tensor) -> dict[str, Any]:
-        """`final_obs`, and `episode` (finished episodes' totals) when any episode ended."""
+        """`final_obs`, and `episode` (finished episodes' per-env scalar totals) when any episode ended."""
         info: dict[str, Any] = {"final_obs": _to_torch(self._state.info["final_obs"])}
         if bool(done.any()):
-            metrics = _to_torch(self._state.info["episode_metrics"])
-            info["episode"] = {k: v[done] for k, v in metrics.items()}
+            totals = _tensor(self._out.episode)
+            info["episode"] = {k: totals[i][done] for i, k in enumerate(self._episode_keys)}
         return info
 
     def reset(self) -> tuple[TorchObs, dict[str, Any]]:
         """Reset every environment (new keys); returns (observations, info)."""
-        self._state, self._flags = self._reset_jax()
+        self._state, self._out = self._reset_jax()
         return self._observations(), {}
 
     def step(self, actions: torch.Tensor) -> tuple[TorchObs, torch.Tensor, torch.Tensor, torch.Tensor,
                                                     dict[str, Any]]:
         """Apply `actions` (num_envs, num_actions); returns (obs, reward, terminated, truncated, info)."""
-        self._advance(actions)
-        done = _tensor(self._flags.done)
-        return (self._observations(), _tensor(self._state.reward),
-                _tensor(self._flags.terminated), _tensor(self._flags.truncated),
-                self._step_info(done))
+        flags = self._advance(actions)
+        return (self._observations(), _tensor(self._state.reward), flags.terminated, flags.truncated,
+                self._step_info(flags.done))
 
     def render(self, *args: Any, **kwargs: Any) -> None:
         """No on-screen rendering (use `brax_io.html` on `jax_state.pipeline_state`)."""
@@ -255,12 +268,11 @@ class RslRlVecEnv(TorchVecEnv):
 
     def step(self, actions: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor, dict[str, Any]]:  # type: ignore[override]
         """Apply `actions`; returns (observations, rewards, dones, extras) as rsl_rl's runner expects."""
-        self._advance(actions)
-        done = _tensor(self._flags.done)
-        extras = self._step_info(done)
+        flags = self._advance(actions)
+        extras = self._step_info(flags.done)
         extras["final_obs"] = self._grouped(self._state.info["final_obs"])
-        extras["time_outs"] = _tensor(self._flags.truncated)
-        return self.get_observations(), _tensor(self._state.reward), done, extras
+        extras["time_outs"] = flags.truncated
+        return self.get_observations(), _tensor(self._state.reward), flags.done, extras
 
 
 class SkrlVecEnv(TorchVecEnv):
@@ -326,20 +338,18 @@ class SkrlVecEnv(TorchVecEnv):
 
     def reset(self) -> tuple[torch.Tensor, dict[str, Any]]:
         """Reset every environment; returns (observations, info)."""
-        self._state, self._flags = self._reset_jax()
+        self._state, self._out = self._reset_jax()
         return self._split(self._state.obs)[0], {}
 
     def step(self, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor,
                                                     dict[str, Any]]:
         """Apply `actions`; returns (obs, reward, terminated, truncated, info), each flag (num_envs, 1)."""
-        self._advance(actions)
-        done = _tensor(self._flags.done)
-        info = self._step_info(done)
+        flags = self._advance(actions)
+        info = self._step_info(flags.done)
         if "episode" in info:
             info["episode"] = {k: v.mean() for k, v in info["episode"].items()}
         return (self._split(self._state.obs)[0], _tensor(self._state.reward).view(-1, 1),
-                _tensor(self._flags.terminated).view(-1, 1),
-                _tensor(self._flags.truncated).view(-1, 1), info)
+                flags.terminated.view(-1, 1), flags.truncated.view(-1, 1), info)
 
 
 __all__ = ["DEFAULT_GROUP_NAMES", "RslRlVecEnv", "SkrlVecEnv", "TorchObs", "TorchVecEnv"]

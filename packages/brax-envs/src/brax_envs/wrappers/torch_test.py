@@ -140,8 +140,11 @@ def test_outputs_alias_jax_buffers() -> None:
     env = RslRlVecEnv(_DictObs(), N, episode_length=EPISODE)
     actions = torch.ones(N, 1)
     with jax.transfer_guard("disallow"):
-        obs, rewards, _, extras = env.step(actions)
+        obs, rewards, dones, extras = env.step(actions)
     state = env.jax_state
+    # Flags are rows of one (3, num_envs) bool buffer: done, terminated, truncated.
+    flags = env._out.flags.unsafe_buffer_pointer()
+    assert dones.data_ptr() == flags and extras["time_outs"].data_ptr() == flags + 2 * N
     assert obs["policy"].data_ptr() == state.obs["state"].unsafe_buffer_pointer()
     assert obs["critic"].data_ptr() == state.obs["privileged_state"].unsafe_buffer_pointer()
     assert rewards.data_ptr() == state.reward.unsafe_buffer_pointer()
