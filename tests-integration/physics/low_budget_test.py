@@ -5,11 +5,20 @@ Training scenes cut the constraint solver to a few Newton iterations and line-se
 (`iterations`, `ls_iterations`), where the solver stops before it converges and the trajectory is
 whatever MuJoCo's algorithm does in that many steps, not the optimum. The scenes under `low_budget/`
 were written for this project from published robot figures (see each file's comment): a Go1-class
-quadruped (elliptic cones, impratio 100; also with frictionless condim-1 feet), a 21-dof humanoid
+quadruped (elliptic cones; also with frictionless condim-1 feet), a 21-dof humanoid
 (pyramidal cones), a 6-dof arm with a free cube (implicitfast), a gripper holding a cube (Euler with
 eulerdamp disabled) and the quadruped on a height field. Each runs at each budget of `BUDGETS` from
 its keyframe for 0.1 s under the keyframe's controls and under a small sinusoidal offset on them,
 and must track MuJoCo C's qpos within `QPOS_TOL` (free-joint quaternions up to sign).
+
+Some budgets make a scene chaotic in MuJoCo C itself: MuJoCo started 1e-6 off in qvel (float32
+roundoff is ~1e-7) leaves its own trajectory by more than `QPOS_TOL` within the 0.1 s, and no
+float32 engine can then track it to `QPOS_TOL`. For those cases the test checks that the chaos is
+MuJoCo's (its spread under that perturbation, `mujoco_spread`, exceeds `CHAOTIC_SPREAD`) and that
+ours stays within `CHAOTIC_FACTOR` times that spread; every other case is held to `QPOS_TOL`.
+On the quadruped an impratio above 1 makes MuJoCo C chaotic at nearly every budget below 4
+iterations and 50 line-search steps (impratio 2 to 100 measured), so its cones use impratio 1;
+`solver_budget_test` checks the solver itself at impratio 5 in float64.
 
 `scene_path`, `SCENES`, `BUDGETS`, `load_model` and `max_qpos_error` are shared with
 `low_budget/report.py` (the error table) and benchmarks.
@@ -47,6 +56,8 @@ VARIANT_BUDGETS = {"quadruped_condim1": ((1, 3), (4, 8))}
 SECONDS = 0.1
 QPOS_TOL = 5e-3
 OFFSET = 0.05  # sinusoidal control offset: this fraction of each control's half range, at most 0.05
+CHAOTIC_SPREAD = 5e-4  # MuJoCo's own spread under a 1e-6 qvel perturbation above which a case is chaotic
+CHAOTIC_FACTOR = 20.0  # ours within this many times that spread (float32 roundoff enters every step)
 
 
 def scene_path(name: str) -> Path:
@@ -86,11 +97,12 @@ def _offset(m: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray]:
     return amp, freq
 
 
-def mujoco_rollout(m: mujoco.MjModel, steps: int, offset: bool) -> np.ndarray:
-    """(steps, nq) MuJoCo C's qpos after each step from keyframe 0, under the keyframe's controls
-    (plus the sinusoidal offset if `offset`)."""
+def mujoco_rollout(m: mujoco.MjModel, steps: int, offset: bool, dqvel: float = 0.0) -> np.ndarray:
+    """(steps, nq) MuJoCo C's qpos after each step from keyframe 0 (its qvel plus `dqvel`), under the
+    keyframe's controls (plus the sinusoidal offset if `offset`)."""
     d = mujoco.MjData(m)
     mujoco.mj_resetDataKeyframe(m, d, 0)
+    d.qvel[:] += dqvel
     ctrl0 = d.ctrl.copy()
     amp, freq = _offset(m) if offset else (np.zeros(m.nu), np.zeros(m.nu))
     out = np.zeros((steps, m.nq))
@@ -154,13 +166,20 @@ def max_qpos_error(m: mujoco.MjModel, got: np.ndarray, want: np.ndarray) -> tupl
     return float(err.max()), int(step), int(i)
 
 
-def run_case(name: str, budget: tuple[int, int]) -> dict[bool, tuple[float, int, int]]:
-    """{offset: max_qpos_error} of scene or variant `name` at `budget`, without and with the offset."""
+def mujoco_spread(m: mujoco.MjModel, steps: int, offset: bool) -> float:
+    """Max qpos distance between MuJoCo C's trajectory and MuJoCo C's started 1e-6 off in qvel."""
+    return max_qpos_error(m, mujoco_rollout(m, steps, offset, 1e-6), mujoco_rollout(m, steps, offset))[0]
+
+
+def run_case(name: str, budget: tuple[int, int]) -> dict[bool, tuple[float, int, int, float]]:
+    """{offset: (max_qpos_error..., MuJoCo's own spread)} of scene or variant `name` at `budget`,
+    without and with the offset."""
     m = load_model(name, budget)
     sys = load_system(m)
     steps = round(SECONDS / float(m.opt.timestep))
     ours = our_rollout(m, sys, steps)
-    return {off: max_qpos_error(m, ours(off), mujoco_rollout(m, steps, off)) for off in (False, True)}
+    return {off: (*max_qpos_error(m, ours(off), mujoco_rollout(m, steps, off)), mujoco_spread(m, steps, off))
+            for off in (False, True)}
 
 
 def test_the_scenes_are_there() -> None:
@@ -193,9 +212,23 @@ def _case_id(x: object) -> str:
 @pytest.mark.parametrize(("name", "budget"), cases(), ids=_case_id)
 def test_scene_runs_like_mujoco(name: str, budget: tuple[int, int]) -> None:
     errs = run_case(name, budget)
-    for off, (err, step, i) in errs.items():
-        assert err < QPOS_TOL, (
+    for off, (err, step, i, spread) in errs.items():
+        tol = QPOS_TOL if spread < CHAOTIC_SPREAD else max(QPOS_TOL, CHAOTIC_FACTOR * spread)
+        assert err < tol, (
             f"{name} at iterations={budget[0]} ls_iterations={budget[1]}"
             f"{' with the control offset' if off else ''}: qpos[{i}] differs from MuJoCo by {err:.3g} "
-            f"at step {step} (tolerance {QPOS_TOL})"
+            f"at step {step} (tolerance {tol:.3g}; MuJoCo's own spread under 1e-6 in qvel {spread:.3g})"
         )
+
+
+def test_most_cases_are_well_conditioned() -> None:
+    """The chaotic cases are the exception: at 4 iterations and more every scene is held to QPOS_TOL."""
+    chaotic = []
+    for name, budget in cases():
+        m = load_model(name, budget)
+        steps = round(SECONDS / float(m.opt.timestep))
+        for off in (False, True):
+            if mujoco_spread(m, steps, off) >= CHAOTIC_SPREAD:
+                chaotic.append((name, budget, off))
+                assert budget[0] < 4, (name, budget, off)
+    assert len(chaotic) <= len(cases()) // 3, chaotic

@@ -6,6 +6,8 @@ foot-floor contacts (the constraint solver in the loop). gym_humanoid, dmc_quadr
 nobody here wrote, from the Gymnasium and dm_control packages (tendons, filter actuators, equality).
 mesh32, mesh64: convex meshes of 32 and 64 vertices (mesh-plane and mesh-mesh contacts).
 hfield_balls: spheres and capsules on a height-field terrain (no actuators).
+lb_*: the low-budget robot scenes (quadrupeds, humanoid, arm and gripper with a free cube), at
+their own solver budgets, from their first keyframe.
 """
 
 from __future__ import annotations
@@ -177,6 +179,13 @@ MODELS: dict[str, str] = {"reacher": REACHER, "swimmer": SWIMMER, "chain7": CHAI
 for _name in N_FRAMES:
     if (ASSETS / f"{_name}.xml").exists():
         MODELS[_name] = (ASSETS / f"{_name}.xml").read_text()
+
+# The low-budget corpus (tests-integration/physics/low_budget): robot scenes at the solver budgets
+# of RL training (1-4 Newton iterations, short line searches), each run at the budget its XML sets,
+# from its first keyframe, by every backend.
+LOW_BUDGET = Path(__file__).resolve().parents[2] / "tests-integration/physics/low_budget"
+for _path in sorted(LOW_BUDGET.glob("*.xml")):
+    MODELS[f"lb_{_path.stem}"] = _path.read_text()
 
 
 def _package_dir(name: str) -> Path | None:

@@ -57,9 +57,20 @@ from models import MJX_ENV_OPT, MODELS, N_FRAMES
 Result = dict[str, Any]
 
 
-def _controls(nu: int, batch: int) -> np.ndarray:
-    """Fixed per-env controls in [-1, 1]: every backend sees the same inputs."""
-    return np.random.default_rng(0).uniform(-1.0, 1.0, size=(batch, nu)).astype(np.float32)
+def _controls(nu: int, batch: int, xml: str | None = None) -> np.ndarray:
+    """Fixed per-env controls: every backend sees the same inputs. In [-1, 1], or for a model with a
+    keyframe its first key's ctrl plus up to ±0.1 (position-controlled robots hold their pose)."""
+    u = np.random.default_rng(0).uniform(-1.0, 1.0, size=(batch, nu)).astype(np.float32)
+    key = _keyframe(xml) if xml is not None else None
+    return u if key is None else (key[1][None, :] + 0.1 * u).astype(np.float32)
+
+
+def _keyframe(xml: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(qpos, ctrl) of the model's first keyframe, or None: models with one start there."""
+    model = mujoco.MjModel.from_xml_string(xml)
+    if model.nkey == 0:
+        return None
+    return model.key_qpos[0].copy(), model.key_ctrl[0].copy()
 
 
 def _time_jax(rollout: Callable[..., Any], args: tuple[Any, ...], repeats: int) -> tuple[float, float, int]:
@@ -352,8 +363,10 @@ def bench_ours(xml: str, batch: int, steps: int, repeats: int, sharded: bool = F
     import brax_physics as bp
 
     sys_ = our_system(xml, opt)
-    state = jax.jit(jax.vmap(lambda _: bp.init(sys_)))(jnp.arange(batch))  # one compile, not one per op
-    ctrl = jnp.asarray(_controls(sys_.nu, batch))
+    key = _keyframe(xml)
+    q = None if key is None else jnp.asarray(key[0], jnp.float32)
+    state = jax.jit(jax.vmap(lambda _: bp.init(sys_, q)))(jnp.arange(batch))  # one compile, not one per op
+    ctrl = jnp.asarray(_controls(sys_.nu, batch, xml))
     return _timed_rollout(lambda st, u: bp.step(sys_, st, u), state, ctrl, steps, repeats, sharded)
 
 
@@ -375,10 +388,11 @@ def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str,
     for key, value in (opt or {}).items():
         setattr(model.opt, key, value)
     sys_ = mjcf.load_model(model)
-    q = jnp.asarray(sys_.init_q)
+    key = _keyframe(xml)
+    q = jnp.asarray(sys_.init_q if key is None else key[0])
     qd = jnp.zeros(sys_.qd_size())
     state = jax.jit(jax.vmap(lambda _: pipeline.init(sys_, q, qd)))(jnp.arange(batch))
-    ctrl = jnp.asarray(_controls(sys_.act_size(), batch))
+    ctrl = jnp.asarray(_controls(sys_.act_size(), batch, xml))
     return _timed_rollout(lambda st, u: pipeline.step(sys_, st, u), state, ctrl, steps, repeats, sharded)
 
 
@@ -410,9 +424,11 @@ def bench_mujoco(xml: str, batch: int, steps: int, repeats: int,
     datas = [mujoco.MjData(model) for _ in range(nthread)]
     spec = mujoco.mjtState.mjSTATE_FULLPHYSICS
     init = np.zeros((batch, mujoco.mj_stateSize(model, spec)))
+    if model.nkey:
+        mujoco.mj_resetDataKeyframe(model, datas[0], 0)
     for i in range(batch):
         mujoco.mj_getState(model, datas[0], init[i], spec)
-    ctrl = np.repeat(_controls(model.nu, batch)[:, None, :], steps, axis=1).astype(np.float64)
+    ctrl = np.repeat(_controls(model.nu, batch, xml)[:, None, :], steps, axis=1).astype(np.float64)
     with rollout.Rollout(nthread=nthread) as r:
         r.rollout([model] * batch, datas, init, ctrl, nstep=steps)  # warm-up
 

@@ -77,7 +77,7 @@ def free_body_bias_derivative(mass: jax.Array, inertia: jax.Array, xquat: jax.Ar
     ws = jnp.cross(w, s)
     iww = jnp.einsum("nij,nj->ni", iw, w, precision=hi)
     eye = jnp.eye(3, dtype=w.dtype)
-    k = s[:, :, None] * w[:, None, :] - jnp.sum(w * s, -1)[:, None, None] * eye + _skew(ws)
+    k = s[:, :, None] * w[:, None, :] - jnp.sum(w * s, -1)[:, None, None] * eye[None] + _skew(ws)
     lin = jnp.matmul(k, r, precision=hi)
     c = (-mass[:, None, None] * jnp.matmul(_skew(s), k, precision=hi) + jnp.matmul(_skew(w), iw, precision=hi)
          - _skew(iww))
