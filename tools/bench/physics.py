@@ -388,8 +388,8 @@ def bench_brax(xml: str, batch: int, steps: int, repeats: int, backend: str,
     for key, value in (opt or {}).items():
         setattr(model.opt, key, value)
     sys_ = mjcf.load_model(model)
-    key = _keyframe(xml)
-    q = jnp.asarray(sys_.init_q if key is None else key[0])
+    start = _keyframe(xml)
+    q = jnp.asarray(sys_.init_q if start is None else start[0])
     qd = jnp.zeros(sys_.qd_size())
     state = jax.jit(jax.vmap(lambda _: pipeline.init(sys_, q, qd)))(jnp.arange(batch))
     ctrl = jnp.asarray(_controls(sys_.act_size(), batch, xml))

@@ -57,8 +57,8 @@ def mujoco_sane(m: mujoco.MjModel) -> bool:
 
 def main(names: list[str]) -> None:
     corpus = _corpus()
-    print(f"{'scene':<18} {'budget':>8} {'max err':>9} {'+offset':>9} {'spread':>9} {'tol':>6} {'MuJoCo ok':>9}"
-          "  refused")
+    print(f"{'scene':<18} {'budget':>8} {'max err':>9} {'+offset':>9} {'spread':>9} {'tol':>6} "
+          f"{'MuJoCo ok':>9}  refused")
     for name, budget in corpus.cases():
         if names and name not in names:
             continue
@@ -68,7 +68,8 @@ def main(names: list[str]) -> None:
         try:
             errs = corpus.run_case(name, budget)
         except ValueError as e:  # the loader refuses the model
-            print(f"{row} {'-':>9} {'-':>9} {'-':>9} {'-':>6} {sane:>9}  {str(e).splitlines()[0]}", flush=True)
+            first = str(e).splitlines()[0]
+            print(f"{row} {'-':>9} {'-':>9} {'-':>9} {'-':>6} {sane:>9}  {first}", flush=True)
             continue
         except Exception as e:  # a failure while tracing or running, shown like the test would fail
             msg = f"error: {type(e).__name__}: {str(e).splitlines()[0][:80]}"
