@@ -1,18 +1,26 @@
-"""MuJoCo's constraint solver: the primal problem over qacc, solved by Newton's method.
+"""MuJoCo's constraint solver: the primal problem over qacc, solved by Newton's method or CG.
 
     min_x  ½ (x − qacc_smooth)ᵀ M (x − qacc_smooth) + Σ_i s_i(J_i x − aref_i)
 
 with s_i the soft-constraint cost of row i (MuJoCo documentation, Computation: Constraint solver,
 Reduced primal problem): ½ D jar² on both sides for equality rows, on the violated side for limits
-and pyramidal contact edges, a Huber function for friction loss. Each Newton iteration
-factors H = M + Jᵀ diag(D·quadratic) J (dense Cholesky) and minimizes the piecewise-quadratic 1-D
-cost along the Newton direction exactly, without a loop: the slope at every kink (a table for small
-problems; for large ones the kinks ahead, sorted, with running sums of the slope's coefficients)
-brackets the minimum on one linear piece (MuJoCo iterates Newton steps on the same 1-D function up
-to `ls_iterations`; the exact minimum makes that setting unused). The solve is
-warm-started from the previous step's acceleration when that is cheaper than qacc_smooth, as in
-MuJoCo, and stops on MuJoCo's rules (scaled cost improvement or gradient below `tolerance`, or `iterations`).
-The scale is 1/trace(M) of the current mass matrix (`scale_tol`), as in MuJoCo 4.0.0.
+and pyramidal contact edges, a Huber function for friction loss, and the three-zone cone cost of
+elliptic contacts. The solve is MuJoCo's at any budget (engine_solver.c's mj_solPrimal), since at
+the 1-4 iterations of training scenes the result is wherever the solver stops:
+- the start is the warm start (the previous step's qacc; zero after a reset) or qacc_smooth,
+  whichever costs less over the whole problem (`warmstart` flag);
+- the problem splits into islands (`island.py`), each solved as MuJoCo solves it: its own
+  iteration count, stopping tests scaled by 1/trace of its M, and line search; dofs outside every
+  island take qacc_smooth;
+- Newton's direction solves the Hessian M + Jᵀ diag(D on quadratic rows) J (+ cone blocks); CG's is
+  M⁻¹ grad with Hager-Zhang conjugacy;
+- the line search is MuJoCo's PrimalSearch: a Newton step on the 1-D cost, a one-sided Newton
+  search, then a bracketed search of Newton points and midpoints, within `ls_iterations`
+  evaluations and to the slope tolerance `tolerance·ls_tolerance`;
+- an island stops on MuJoCo's rules: no improvement, scaled improvement or gradient below
+  `tolerance`, Newton decrement below it, or `iterations`.
+Verified in float64 against MuJoCo C's own constraint problems (solver_budget_test.py); float32
+runs add floors below which improvements and slopes are roundoff.
 
 Batches: under `vmap` a plain while loop would run every problem for the batch's largest iteration
 count; from `QUEUE_MIN_BATCH` problems on, on a CPU (`QUEUE_PLATFORMS`), a work queue instead
