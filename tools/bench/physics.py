@@ -17,8 +17,8 @@ models); their rows are speed references only. `brax_mjx` runs the XML's solver 
 other backend; `brax_mjx_env` runs MJX with the ones Google brax's ant and humanoid envs give it (1
 Newton iteration, 4 line-search steps: "each engine's own settings"), and only for those models
 unless asked for by name; `brax_physics_mjx_env` runs ours with those settings (engine against
-engine at the same iteration cap; our line search is always exact, so it ignores ls_iterations with
-an `OptionWarning` and does at least MJX's line-search work). `mujoco_c` runs one thread per core,
+engine at the same budget). The `lb_*` models (the low-budget corpus) run their own budgets on every
+backend, from their first keyframe. `mujoco_c` runs one thread per core,
 `mujoco_c_1thread` one thread: the per-core anchor, as XLA:CPU runs a vmapped step's kernels one at
 a time. `brax_physics_sharded` and `brax_mjx_env_sharded` (only when named) give their child one XLA
 CPU device per core and split the batch over them with `jax.shard_map`, so the cores run steps side
@@ -451,7 +451,7 @@ BACKENDS: dict[str, Callable[[str, int, int, int, str], tuple[float, float, int]
     "brax_mjx": lambda x, b, s, r, m: bench_brax(x, b, s, r, "mjx"),
     # MJX with the solver settings Google brax's env of the model gives it (models.MJX_ENV_OPT)
     "brax_mjx_env": lambda x, b, s, r, m: bench_brax(x, b, s, r, "mjx", _env_opt(m)),
-    # ours with those settings (its exact line search ignores ls_iterations): engine against engine
+    # ours with those settings: engine against engine at one budget
     "brax_physics_mjx_env": lambda x, b, s, r, m: bench_ours(x, b, s, r, opt=_env_opt(m)),
     "mujoco_c": lambda x, b, s, r, m: bench_mujoco(x, b, s, r),
     # one thread: the per-core anchor (XLA:CPU runs a vmapped step's kernels one at a time)
