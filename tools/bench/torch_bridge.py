@@ -16,7 +16,7 @@ Prints JSON lines of two kinds.
   a `SyncVectorEnv` (MuJoCo C, NumPy arrays copied into torch; `_GymnasiumVecEnv` below adapts it
   to rsl_rl's VecEnv). Same PPO config, network and batch for both; `ours_over_gymnasium` on ours.
 
-Run with `hatch run bench:torch [--envs inverted_pendulum,ant] [--batch 256,1024] [--steps 200]
+Run with `hatch run bench:torch [--envs inverted_pendulum,ant] [--batch 256,1024] [--steps 100]
 [--rsl-rl-envs 64] [--iterations 10] [--no-rsl-rl]`.
 """
 
@@ -45,7 +45,7 @@ ROLLOUT = 32
 _RSL_RL_CFG: dict[str, Any] = {
     "num_steps_per_env": ROLLOUT, "save_interval": 1_000_000, "check_for_nan": False,
     "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
-    "algorithm": {"class_name": "PPO", "num_learning_epochs": 4, "num_mini_batches": 4, "learning_rate": 3e-3,
+    "algorithm": {"class_name": "PPO", "num_learning_epochs": 5, "num_mini_batches": 4, "learning_rate": 1e-3,
                   "entropy_coef": 0.0},
     "actor": {"class_name": "MLPModel", "hidden_dims": [32, 32], "activation": "elu",
               "obs_normalization": True,
@@ -158,7 +158,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--envs", default="inverted_pendulum,ant")
     p.add_argument("--batch", default="256,1024")
-    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--steps", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--rsl-rl-envs", type=int, default=64)
     p.add_argument("--iterations", type=int, default=10)
