@@ -398,7 +398,13 @@ def _at(mask: jax.Array, v: jax.Array) -> jax.Array:
 
 
 class _Iterate(NamedTuple):
-    """Newton loop state of one problem; per-island entries are (K,)."""
+    """Newton (or CG) loop state of one problem; per-island entries are (K,).
+
+    The preconditioned gradient (H⁻¹g, or M⁻¹g for CG) is computed at the top of the trip that uses
+    it, where MuJoCo computes it at the end of the previous iteration: the same tests on the same
+    values, but no Hessian is factored for an island that stops on its improvement, gradient or
+    iteration count (at `iterations` 1, one factor per step instead of two).
+    """
 
     it: jax.Array  # (K,) int32 iterations taken
     done: jax.Array  # (K,) bool: a stopping test fired (or no island in the slot)
@@ -406,9 +412,11 @@ class _Iterate(NamedTuple):
     ma: jax.Array  # (nv,) M x
     jar: jax.Array  # (nefc,) J x - aref
     grad: jax.Array  # (nv,)
-    mgrad: jax.Array  # (nv,) H⁻¹ grad (Newton) or M⁻¹ grad (CG)
-    search: jax.Array  # (nv,) the next search direction
     cost: jax.Array  # (K,) each island's cost (float32 roundoff floors only)
+    gscale: jax.Array  # (K,) the gradient's roundoff scale
+    search: jax.Array  # (nv,) CG: the previous search direction (zeros for Newton)
+    grad_old: jax.Array  # (nv,) CG: the previous gradient
+    mgrad_old: jax.Array  # (nv,) CG: the previous M⁻¹ gradient
 
 
 def scale_tol(p: Problem) -> jax.Array:
@@ -417,34 +425,33 @@ def scale_tol(p: Problem) -> jax.Array:
     return jnp.sum(linalg.diagonal(p.M), axis=-1)
 
 
-def _state(cfg: Config, p: Problem, isl: _Islands, x: jax.Array, ma: jax.Array,
-           jar: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """grad (nv,), its preconditioned form (nv,) (Newton: H⁻¹ grad, CG: M⁻¹ grad), per-island cost
-    (K,) and gradient roundoff scale (K,) at x."""
-    f, c, quad = row_terms(cfg, p, jar)
+def _evaluate(cfg: Config, p: Problem, isl: _Islands, x: jax.Array, ma: jax.Array,
+              jar: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """grad (nv,), per-island cost (K,) and gradient roundoff scale (K,) at x."""
+    f, c, _ = row_terms(cfg, p, jar)
     jtf = _mv(p.J.T, f)
     grad = ma - p.qfrc_smooth - jtf
-    if cfg.newton:
-        hess = _hessian(cfg, p, quad)
-        if cfg.cones:
-            hess = hess + _cone_hessian(cfg, p, jar)
-        mgrad = linalg.spd_solve(hess, grad)
-    else:
-        mgrad = linalg.spd_solve(p.M, grad)
     cost = _per(isl.dof, 0.5 * (x - p.qacc_smooth) * (ma - p.qfrc_smooth)) + _per(isl.row, c)
     gscale = (jnp.sqrt(_per(isl.dof, ma * ma)) + jnp.sqrt(_per(isl.dof, p.qfrc_smooth ** 2))
               + jnp.sqrt(_per(isl.dof, jtf * jtf)))
-    return grad, mgrad, cost, gscale
+    return grad, cost, gscale
 
 
-def _converged(cfg: Config, isl: _Islands, grad: jax.Array, mgrad: jax.Array, cost: jax.Array,
-               gscale: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """(K,) MuJoCo's gradient and Newton-decrement tests, with float32 roundoff floors."""
+def _precondition(cfg: Config, p: Problem, jar: jax.Array, grad: jax.Array) -> jax.Array:
+    """(nv,) Newton: H⁻¹ grad with the Hessian at `jar`; CG: M⁻¹ grad."""
+    if not cfg.newton:
+        return linalg.spd_solve(p.M, grad)
+    hess = _hessian(cfg, p, row_terms(cfg, p, jar)[2])
+    if cfg.cones:
+        hess = hess + _cone_hessian(cfg, p, jar)
+    return linalg.spd_solve(hess, grad)
+
+
+def _small_grad(cfg: Config, isl: _Islands, grad: jax.Array, gscale: jax.Array) -> jax.Array:
+    """(K,) MuJoCo's gradient test (scaled norm below `tolerance`), with a float32 roundoff floor."""
     gn = jnp.sqrt(_per(isl.dof, grad * grad))
-    small_grad = (isl.scale * gn < cfg.tolerance) | (gn <= _rel_grad(gn, cfg) * gscale)
-    dec = jnp.maximum(0.0, 0.5 * _per(isl.dof, grad * mgrad))
-    small_dec = (isl.scale * dec < cfg.tolerance) | (dec <= _rel_cost(dec, cfg) * jnp.abs(cost))
-    return small_grad, small_dec
+    small: jax.Array = (isl.scale * gn < cfg.tolerance) | (gn <= _rel_grad(gn, cfg) * gscale)
+    return small
 
 
 def _start(cfg: Config, p: Problem, x_warm: jax.Array) -> _Iterate:
@@ -461,39 +468,50 @@ def _start(cfg: Config, p: Problem, x_warm: jax.Array) -> _Iterate:
         if p.dof_island is not None:
             x = jnp.where(jnp.sum(isl.dof, axis=1) > 0, x, p.qacc_smooth)
     ma, jar = _mv(p.M, x), _mv(p.J, x) - p.aref
-    grad, mgrad, cost, gscale = _state(cfg, p, isl, x, ma, jar)
-    small_grad, small_dec = _converged(cfg, isl, grad, mgrad, cost, gscale)
-    # Newton: the gradient and the decrement ½gᵀH⁻¹g; CG: the duality gap ½gᵀM⁻¹g alone (its
-    # certificate; Newton's gap test is implied by its decrement test, H ⪰ M)
-    done = ~isl.live | ((small_grad if cfg.newton else True) & small_dec)
-    return _Iterate(jnp.zeros(isl.live.shape, jnp.int32), done, x, ma, jar, grad, mgrad, -mgrad, cost)
+    grad, cost, gscale = _evaluate(cfg, p, isl, x, ma, jar)
+    zero = jnp.zeros_like(x)
+    it0 = jnp.zeros(isl.live.shape, jnp.int32)
+    return _Iterate(it0, ~isl.live, x, ma, jar, grad, cost, gscale, zero, zero, zero)
 
 
 def _running(cfg: Config, s: _Iterate) -> jax.Array:
-    """Whether the loop takes another Newton iteration (in any island)."""
+    """Whether the loop takes another trip (in any island)."""
     return jnp.any((s.it < cfg.iterations) & ~s.done)
 
 
 def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
-    """One Newton iteration of every running island: MuJoCo's line search along the Newton step,
-    then the new gradient, Hessian and stopping tests."""
+    """One iteration of every running island: the preconditioned gradient and MuJoCo's tests on it
+    (at the start: Newton's gradient and decrement, CG's duality gap; later: the decrement), then
+    MuJoCo's line search along the Newton (or CG) direction, the new gradient and the tests on the
+    step's improvement and gradient."""
     isl = _islands(cfg, p)
     run = (s.it < cfg.iterations) & ~s.done
-    d = s.search * _at(isl.dof, run.astype(s.x.dtype))
+    mgrad = _precondition(cfg, p, s.jar, s.grad)
+    dec = jnp.maximum(0.0, 0.5 * _per(isl.dof, s.grad * mgrad))  # decrement (Newton) or gap (CG)
+    small_dec = (isl.scale * dec < cfg.tolerance) | (dec <= _rel_cost(dec, cfg) * jnp.abs(s.cost))
+    first = s.it == 0
+    if cfg.newton:  # MuJoCo's certificate at the start implies its gradient-and-decrement exit
+        stop = jnp.where(first, _small_grad(cfg, isl, s.grad, s.gscale) & small_dec, small_dec)
+    else:
+        stop = first & small_dec
+    run = run & ~stop
+    if cfg.newton:
+        d = -mgrad
+    else:
+        d = _conjugate(isl, s.search, s.grad, mgrad, s.grad_old, s.mgrad_old)
+        d = jnp.where(_at(isl.dof, first.astype(d.dtype)) > 0, -mgrad, d)
+    d = d * _at(isl.dof, run.astype(d.dtype))
     md, jd = _mv(p.M, d), _mv(p.J, d)
-    alpha, improvement = _line_search(cfg, p, isl, s, d, md, jd, run)
+    alpha, improvement = _line_search(cfg, p, isl, s.ma, s.jar, d, md, jd, run)
     moved = run & (alpha != 0)  # MuJoCo stops an island whose search found no improvement
     a_dof, a_row = _at(isl.dof, alpha), _at(isl.row, alpha)
     x, ma, jar = s.x + a_dof * d, s.ma + a_dof * md, s.jar + a_row * jd
-    grad, mgrad, cost, gscale = _state(cfg, p, isl, x, ma, jar)
-    small_grad, small_dec = _converged(cfg, isl, grad, mgrad, cost, gscale)
+    grad, cost, gscale = _evaluate(cfg, p, isl, x, ma, jar)
     imp = isl.scale * improvement
     roundoff = jnp.abs(improvement) <= _rel_cost(cost, cfg) * jnp.abs(cost)
     small_imp = ((imp > 0) & (imp < cfg.tolerance)) | roundoff
-    stop = small_imp | small_grad | (small_dec if cfg.newton else False)
-    done = s.done | (run & ~moved) | (moved & stop)
-    search = -mgrad if cfg.newton else _conjugate(isl, d, grad, mgrad, s.grad, s.mgrad)
-    return _Iterate(s.it + moved.astype(jnp.int32), done, x, ma, jar, grad, mgrad, search, cost)
+    done = s.done | stop | (run & ~moved) | (moved & (small_imp | _small_grad(cfg, isl, grad, gscale)))
+    return _Iterate(s.it + moved.astype(jnp.int32), done, x, ma, jar, grad, cost, gscale, d, s.grad, mgrad)
 
 
 def _conjugate(isl: _Islands, d: jax.Array, grad: jax.Array, mgrad: jax.Array, grad_old: jax.Array,
@@ -602,16 +620,16 @@ def _cone_eval(k: _ConeLS, a: jax.Array) -> tuple[jax.Array, jax.Array, jax.Arra
     return cost, d1, d2, mag
 
 
-def _line_search(cfg: Config, p: Problem, isl: _Islands, s: _Iterate, d: jax.Array, md: jax.Array,
-                 jd: jax.Array, run: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _line_search(cfg: Config, p: Problem, isl: _Islands, ma: jax.Array, jar: jax.Array, d: jax.Array,
+                 md: jax.Array, jd: jax.Array, run: jax.Array) -> tuple[jax.Array, jax.Array]:
     """(K,) step α and improvement −(cost(α) − cost(0)) of each island along d: MuJoCo's PrimalSearch
     (a Newton step, a one-sided Newton search, then a bracketed search of Newton points and
     midpoints, within `ls_iterations` evaluations and to `tolerance·ls_tolerance`)."""
     nefc = p.J.shape[0]
-    D, jar = p.D, s.jar
+    D = p.D
     snorm = jnp.sqrt(_per(isl.dof, d * d))
     gtol = cfg.tolerance * cfg.ls_tolerance * snorm / isl.scale
-    g1 = _per(isl.dof, (s.ma - p.qfrc_smooth) * d)
+    g1 = _per(isl.dof, (ma - p.qfrc_smooth) * d)
     g2 = 0.5 * _per(isl.dof, d * md)
     q0, q1, q2 = 0.5 * D * jar * jar, D * jar * jd, 0.5 * D * jd * jd
     in_cone = np.zeros(nefc, bool)
