@@ -383,18 +383,22 @@ def _islands(cfg: Config, p: Problem) -> _Islands:
         row = (p.efc_island[:, None] == slots[None, :]).astype(dt)
     live = jnp.sum(dof, axis=0) > 0
     # MuJoCo 4.0.1 divides by the island's trace of M, islands on or off (then one island of all dofs)
-    trace = _mv(linalg.diagonal(p.M), dof)
+    trace = _per(dof, linalg.diagonal(p.M))
     return _Islands(dof, row, 1.0 / jnp.where(live, trace, 1.0), live)
 
 
 def _per(mask: jax.Array, x: jax.Array) -> jax.Array:
     """(K,) sums of `x` (n,) over each island's entries (`mask` (n, K))."""
-    return _mv(x, mask)
+    # products and a reduction, not a dot: under vmap a batched dot of tiny operands runs as one
+    # library call per problem on XLA:CPU, where this fuses into one loop
+    return jnp.sum(x[:, None] * mask, axis=0)
 
 
 def _at(mask: jax.Array, v: jax.Array) -> jax.Array:
     """(n,) each entry's island value of `v` (K,) (0 outside every island)."""
-    return _mv(mask, v)
+    if mask.shape[1] == 1:
+        return mask[:, 0] * v[0]
+    return jnp.sum(mask * v[None, :], axis=1)
 
 
 class _Iterate(NamedTuple):
