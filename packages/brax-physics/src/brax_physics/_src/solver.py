@@ -803,6 +803,10 @@ QUEUE_MIN_BATCH = 64
 QUEUE_SMALL_FRACTION = 4
 QUEUE_MIN_SLOTS = 16
 QUEUE_SLOT_FRACTION = 16
+# At training budgets (an iteration cap of QUEUE_LOW_BUDGET or less) problems take similar counts
+# and trips are few: QUEUE_LOW_BUDGET_FACTOR times the slots (A/B on the low-budget humanoid at 128).
+QUEUE_LOW_BUDGET = 4
+QUEUE_LOW_BUDGET_FACTOR = 4
 # Platforms whose programs use the work queue (`platforms.choose`; the others run the plain
 # vmapped loop). The queue trades trips for work: it spreads the batch's iterations over fewer
 # slots than problems, so it takes more trips than the plain loop's slowest problem. A CPU's time follows
@@ -811,9 +815,12 @@ QUEUE_SLOT_FRACTION = 16
 QUEUE_PLATFORMS: tuple[str, ...] = ("cpu",)
 
 
-def queue_slots(batch: int) -> int:
-    """Slots of the work queue for `batch` problems."""
-    return max(1, min(batch // QUEUE_SMALL_FRACTION, QUEUE_MIN_SLOTS), batch // QUEUE_SLOT_FRACTION)
+def queue_slots(batch: int, iterations: int = 100) -> int:
+    """Slots of the work queue for `batch` problems capped at `iterations`."""
+    slots = max(1, min(batch // QUEUE_SMALL_FRACTION, QUEUE_MIN_SLOTS), batch // QUEUE_SLOT_FRACTION)
+    if iterations <= QUEUE_LOW_BUDGET:
+        slots = min(batch, QUEUE_LOW_BUDGET_FACTOR * slots)
+    return slots
 
 
 def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> jax.Array:
@@ -893,7 +900,7 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
         plain = jax.vmap(functools.partial(_newton_loop, cfg))
         if axis_size < QUEUE_MIN_BATCH or x_warm.ndim != 2 or not QUEUE_PLATFORMS:
             return plain(p, x_warm), True  # small batches: the plain vmapped loop
-        queued = functools.partial(_newton_queued, cfg, slots=queue_slots(axis_size))
+        queued = functools.partial(_newton_queued, cfg, slots=queue_slots(axis_size, cfg.iterations))
         return platforms.choose(plain, dict.fromkeys(QUEUE_PLATFORMS, queued), p, x_warm), True
 
     return newton
