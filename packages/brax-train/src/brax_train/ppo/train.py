@@ -237,13 +237,22 @@ def _make_agent(c: PPOConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         tuple(k for k in extra if k in setup.state_shape.info),
     )
 
+    return _agent(c, ppo, obs_size, {"agent": "ppo"})
+
+
+def _agent(c: PPOConfig, core: _PPO, observation_size: Any,
+           meta: dict[str, Any]) -> runner.Agent[TrainingState, ppo_networks.PPOParams]:
+    """The runner's `Agent` of a PPO-family update `core` (PPO's, or a subclass's): parameter and
+    normalizer initialization, warm start and metadata (`meta` first, then the network's)."""
+    net, optimizer = core.net, core.optimizer
+
     def init(key: PRNGKey) -> TrainingState:
         key_policy, key_value = jax.random.split(key)
         params = losses.NetworkParams(
             policy=net.policy_network.init(key_policy), value=net.value_network.init(key_value)
         )
         normalizer = running_statistics.init_state(
-            networks.observation_shapes(obs_size),
+            networks.observation_shapes(observation_size),
             std_eps=c.normalize_observations_std_eps,
             mode=c.normalize_observations_mode,
         )
@@ -256,15 +265,16 @@ def _make_agent(c: PPOConfig, setup: runner.Setup) -> runner.Agent[TrainingState
 
     return runner.Agent(
         init=init,
-        update=ppo.update,
+        update=core.update,
         policy_params=public_params,
         make_policy=ppo_networks.make_inference_fn(net),
         env_steps_per_update=env_steps_per_update(c),
         warm_start=warm_start,
         full_resume=c.restore_value_fn,
         meta={
-            "agent": "ppo",
+            **{k: v for k, v in meta.items() if k == "agent"},
             "network": net.description,
+            **{k: v for k, v in meta.items() if k != "agent"},
             "normalize_observations": c.normalize_observations,
             "normalize_observations_std_eps": c.normalize_observations_std_eps,
             "normalize_observations_mode": c.normalize_observations_mode,

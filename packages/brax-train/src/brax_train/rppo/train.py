@@ -16,10 +16,10 @@ import brax_envs
 import jax
 import jax.numpy as jnp
 
-from brax_train import networks, runner, running_statistics
+from brax_train import networks, runner
 from brax_train.ppo import losses
 from brax_train.ppo import networks as ppo_networks
-from brax_train.ppo.train import _PPO, TrainingState, _optimizer, public_params
+from brax_train.ppo.train import _PPO, TrainingState, _agent, _optimizer
 from brax_train.ppo.train import env_steps_per_update as _ppo_env_steps_per_update
 from brax_train.rppo import networks as rppo_networks
 from brax_train.rppo.config import RPPOConfig, merge, validate
@@ -96,40 +96,7 @@ def _make_agent(c: RPPOConfig, setup: runner.Setup) -> runner.Agent[TrainingStat
         tuple(k for k in extra if k in setup.state_shape.info),
     )
 
-    def init(key: PRNGKey) -> TrainingState:
-        key_policy, key_value = jax.random.split(key)
-        params = losses.NetworkParams(
-            policy=net.policy_network.init(key_policy), value=net.value_network.init(key_value)
-        )
-        normalizer = running_statistics.init_state(
-            networks.observation_shapes(setup.observation_size),
-            std_eps=c.normalize_observations_std_eps,
-            mode=c.normalize_observations_mode,
-        )
-        return TrainingState(params=params, normalizer=normalizer, optimizer_state=optimizer.init(params))
-
-    def warm_start(s: TrainingState, params: ppo_networks.PPOParams) -> TrainingState:
-        value = params.value if c.restore_value_fn else s.params.value
-        new = losses.NetworkParams(policy=params.policy, value=value)
-        return TrainingState(params=new, normalizer=params.normalizer, optimizer_state=s.optimizer_state)
-
-    return runner.Agent(
-        init=init,
-        update=core.update,
-        policy_params=public_params,
-        make_policy=ppo_networks.make_inference_fn(net),
-        env_steps_per_update=env_steps_per_update(c),
-        warm_start=warm_start,
-        full_resume=c.restore_value_fn,
-        meta={
-            "agent": "rppo",
-            "network": net.description,
-            "hidden_size": c.hidden_size,
-            "normalize_observations": c.normalize_observations,
-            "normalize_observations_std_eps": c.normalize_observations_std_eps,
-            "normalize_observations_mode": c.normalize_observations_mode,
-        },
-    )
+    return _agent(c, core, setup.observation_size, {"agent": "rppo", "hidden_size": c.hidden_size})
 
 
 def train(environment: brax_envs.Env, config: RPPOConfig | None = None, **kwargs: Any) -> TrainResult:
