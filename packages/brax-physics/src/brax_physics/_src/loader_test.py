@@ -24,8 +24,6 @@ from brax_physics._src import models_testutil as tm
         (tm.WITH_USER_ACTUATOR, r"actuator 'a_user': dyntype=user is not supported"),
         (tm.WITH_BODY_ACTUATOR, r"actuator 'a_body': trntype=body is not supported"),
         (tm.WITH_BALL_SERVO, r"actuator 'a_servo': a servo on a rotational .* wraps its setpoint"),
-        (tm.FREE_BODY.replace('gravity="0 0 0"', 'integrator="implicitfast"'),
-         r"implicitfast with a free joint"),
         (tm.PENDULUM.replace('<option timestep="0.01"/>', '<option integrator="implicit"/>'),
          r"integrator=implicit is not supported"),
         (tm.PENDULUM.replace('name="rod"', 'name="rod" fluidshape="ellipsoid"').replace(

@@ -55,7 +55,7 @@ def _case(cone: str, solver: str) -> tuple[Any, Any, bp.System, bp.State]:
     for _ in range(_SETTLE):
         mujoco.mj_step(m, d)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", bp.OptionWarning)  # CG and PGS run as Newton
+        warnings.simplefilter("ignore", bp.OptionWarning)  # PGS runs as Newton
         sys = bp.from_mjmodel(m)
     state = bp.init(sys, jnp.asarray(d.qpos, jnp.float32), jnp.asarray(d.qvel, jnp.float32))
     state = state.replace(qacc_warmstart=jnp.asarray(d.qacc_warmstart, jnp.float32))
