@@ -54,16 +54,18 @@ from brax_physics._src import linalg, platforms
 _HI = jax.lax.Precision.HIGHEST
 
 # Floors on MuJoCo's (double precision) stopping tests, in units of the dtype's epsilon: below
-# these relative sizes the cost improvement and gradient are roundoff (float32: ~1e-6 and ~1e-5),
-# and MuJoCo's absolute tests would never fire. CG's linear convergence makes small steps that are
-# not yet roundoff: its floors are a tenth (measured against MuJoCo's CG on a sliding box).
-_REL_COST_EPS = 10.0
+# these relative sizes the cost improvement or decrement (~1e-7 in float32) and the gradient or a
+# line-search slope (~1e-5) are roundoff, and MuJoCo's absolute tests would never fire. CG's linear
+# convergence makes small steps that are not yet roundoff: its floors are lower (measured against
+# MuJoCo's CG on a sliding box).
+_REL_COST_EPS = 1.0
 _REL_GRAD_EPS = 100.0
-_CG_FLOOR = 0.1
+_CG_COST_FLOOR = 0.1
+_CG_FLOOR = 0.01
 
 
 def _rel_cost(x: jax.Array, cfg: Config | None = None) -> float:
-    return _REL_COST_EPS * float(np.finfo(x.dtype).eps) * (_CG_FLOOR if cfg and not cfg.newton else 1.0)
+    return _REL_COST_EPS * float(np.finfo(x.dtype).eps) * (_CG_COST_FLOOR if cfg and not cfg.newton else 1.0)
 
 
 def _rel_grad(x: jax.Array, cfg: Config | None = None) -> float:
@@ -373,7 +375,7 @@ class _Islands(NamedTuple):
 
 
 def _islands(cfg: Config, p: Problem) -> _Islands:
-    nv, nefc = p.J.shape
+    nefc, nv = p.J.shape
     dt = p.M.dtype
     if p.dof_island is None or p.efc_island is None:
         dof, row = jnp.ones((nv, 1), dt), jnp.ones((nefc, 1), dt)
