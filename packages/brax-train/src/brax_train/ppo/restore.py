@@ -25,6 +25,12 @@ def policy_from_checkpoint(
     net = checkpoint.rebuild_networks(
         step_dir, meta, network_factory, ppo_networks.networks_from_description, "ppo"
     )
+    return restore_policy(step_dir, meta, net)
+
+
+def restore_policy(step_dir: pathlib.Path, meta: dict[str, Any],
+                   net: ppo_networks.PPONetworks) -> tuple[ppo_networks.MakePolicy, ppo_networks.PPOParams]:
+    """`(make_policy, params)` of a checkpoint step of a PPO-family agent whose networks are `net`."""
     key_policy, key_value = jax.random.split(jax.random.PRNGKey(0))
     target = ppo_networks.PPOParams(
         normalizer=checkpoint.normalizer_target(meta),

@@ -6,10 +6,9 @@ import pathlib
 from collections.abc import Callable
 from typing import Any
 
-import jax
-
 from brax_train import checkpoint
 from brax_train.ppo import networks as ppo_networks
+from brax_train.ppo.restore import restore_policy
 from brax_train.rppo import networks as rppo_networks
 
 
@@ -36,14 +35,6 @@ def policy_from_checkpoint(
     net = checkpoint.rebuild_networks(
         step_dir, meta, factory, rppo_networks.networks_from_description, "rppo"
     )
-    key_policy, key_value = jax.random.split(jax.random.PRNGKey(0))
-    target = ppo_networks.PPOParams(
-        normalizer=checkpoint.normalizer_target(meta),
-        policy=net.policy_network.init(key_policy),
-        value=net.value_network.init(key_value),
-    )
-    params = checkpoint.restore_item(step_dir, "params", target)
-    return ppo_networks.make_inference_fn(net), params
-
+    return restore_policy(step_dir, meta, net)
 
 __all__ = ["policy_from_checkpoint"]
