@@ -68,3 +68,25 @@ register_environment("fast", Fast)
 register_environment("pendulum_swingup", PendulumSwingup)
 for _name, _cls in STANDARD_ENVIRONMENTS.items():
     register_environment(_name, _cls)
+
+
+def _suite_factory(domain: str, task: str) -> EnvFactory:
+    def make(flatten_observation: bool = True, **kwargs: Any) -> Env:
+        from brax_envs import dm_control  # noqa: PLC0415  (the suite's tasks load dm_control's models lazily)
+
+        env: Env = dm_control.load(domain, task, **kwargs)
+        return training.FlattenObservationWrapper(env) if flatten_observation else env
+
+    make.__doc__ = (f"dm_control's {domain}-{task} (`brax_envs.dm_control`); `flatten_observation=False` keeps "
+                    "its dict observation.")
+    return make
+
+
+def _register_suite() -> None:
+    from brax_envs.dm_control import ALL_TASKS  # noqa: PLC0415
+
+    for domain, task in ALL_TASKS:
+        register_environment(f"dm_control/{domain}-{task}", _suite_factory(domain, task))
+
+
+_register_suite()

@@ -7,7 +7,7 @@ from brax_physics._src.loader import from_mjmodel, load_mjcf
 from brax_physics._src.options_check import OptionWarning
 from brax_physics._src.pipeline import forward_kinematics, init, step
 from brax_physics._src.ray import Hit, ray
-from brax_physics._src.sensor import sensor
+from brax_physics._src.sensor import sensor, sites
 from brax_physics._src.state import State
 from brax_physics._src.system import ModelRef, Options, System
 
@@ -31,5 +31,6 @@ __all__ = [
     "load_mjcf",
     "ray",
     "sensor",
+    "sites",
     "step",
 ]

@@ -15,6 +15,7 @@ from typing import Any
 import brax_physics
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from brax_envs.base import Env, State, Wrapper, _step_finite
 
@@ -154,6 +155,41 @@ class EpisodeWrapper(Wrapper):
         new_info = {**nstate.info, "steps": steps, "truncation": truncation, "episode_done": done,
                     "episode_metrics": em}
         return nstate.replace(reward=reward, done=done, info=new_info)
+
+
+class FlattenObservationWrapper(Wrapper):
+    """Turns a dict observation into one vector: its arrays, each flattened, concatenated in key order."""
+
+    def __init__(self, env: Env) -> None:
+        """Wrap `env`, whose observation must be a dict of arrays."""
+        super().__init__(env)
+        size = env.observation_size
+        if not isinstance(size, dict):
+            raise ValueError(f"FlattenObservationWrapper: {type(env.unwrapped).__name__}'s observation is not a "
+                             f"dict (observation_size {size!r})")
+        self._shapes = {k: tuple(v) for k, v in size.items()}
+
+    def _flat(self, obs: Any) -> jax.Array:
+        parts = []
+        for k, shape in self._shapes.items():
+            x = obs[k]
+            parts.append(jnp.reshape(x, x.shape[:x.ndim - len(shape)] + (-1,)))
+        return jnp.concatenate(parts, axis=-1)
+
+    def reset(self, rng: jax.Array) -> State:
+        """The wrapped reset with a flat observation."""
+        state = self.env.reset(rng)
+        return state.replace(obs=self._flat(state.obs))
+
+    def step(self, state: State, action: jax.Array) -> State:
+        """The wrapped step with a flat observation (the wrapped env never reads the observation back)."""
+        out = self.env.step(state, action)
+        return out.replace(obs=self._flat(out.obs))
+
+    @property
+    def observation_size(self) -> int:
+        """The flat observation's length."""
+        return sum(int(np.prod(s)) for s in self._shapes.values())
 
 
 class VmapWrapper(Wrapper):

@@ -239,9 +239,9 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
                               dof_island=dof_island, efc_island=efc_island)
         cfg = solver_config(sys)
         with jax.named_scope("solve"):
-            qacc = solver.solve(cfg, prob, qacc_warmstart)
+            qacc, jar = solver.solve_rows(cfg, prob, qacc_warmstart)
         with jax.named_scope("constraint_force"):
-            efc_force = solver.constraint_force(cfg, prob, qacc)
+            efc_force = solver.row_terms(cfg, prob, jar)[0]
             qfrc_constraint = com.mm(rows.J.T, efc_force)
         if sys.opt.noslip_iterations:
             with jax.named_scope("noslip"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -650,6 +651,15 @@ def assemble(sys: System, values: Values) -> jax.Array:
     on = cut > 0
     data = jnp.where(on & jnp.asarray(lay.clip_both | lay.clip_above), jnp.minimum(data, cut), data)
     return jnp.where(on & jnp.asarray(lay.clip_both), jnp.maximum(data, -cut), data)
+
+
+def sites(sys: System, state: State, names: Sequence[str]) -> tuple[jax.Array, jax.Array]:
+    """(n, 3) world positions and (n, 3, 3) orientations of the sites called `names` at `state`
+    (MuJoCo site_xpos, site_xmat)."""
+    missing = [n for n in names if not n or n not in sys.site_names]
+    if missing:
+        raise ValueError(f"brax_physics.sites: no site named {missing}; sites: {[n for n in sys.site_names if n]}")
+    return site_frames(sys, state, np.asarray([sys.site_names.index(n) for n in names], np.int32))
 
 
 def sensor(sys: System, state: State, name: str) -> jax.Array:

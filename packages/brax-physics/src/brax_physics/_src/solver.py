@@ -778,11 +778,18 @@ _start_traced = jax.jit(_start, static_argnums=0, inline=True)
 _iterate_traced = jax.jit(_iterate, static_argnums=0, inline=True)
 
 
-def _newton_loop(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
-    """(nv,) qacc of one problem: Newton iterations until a stopping test fires in every island."""
+def _pack(s: _Iterate) -> jax.Array:
+    """(..., nv + nefc) the iterate's qacc and J·qacc − aref, as the solve's forms return them."""
+    return jnp.concatenate([s.x, s.jar], axis=-1)
+
+
+def _newton_loop(cfg: Config, p: Problem, w: jax.Array) -> jax.Array:
+    """(nv + nefc,) packed qacc and jar of one problem (`w`: the packed warm start): Newton
+    iterations until a stopping test fires in every island."""
+    x_warm = w[:p.M.shape[-1]]
     s: _Iterate = jax.lax.while_loop(functools.partial(_running, cfg), lambda s: _iterate_traced(cfg, p, s),
                                      _start_traced(cfg, p, x_warm))
-    return s.x
+    return _pack(s)
 
 
 # Under vmap with at least this many problems the loop runs on a work queue (`_newton_queued`).
@@ -816,8 +823,9 @@ def queue_slots(batch: int, iterations: int = 100) -> int:
     return slots
 
 
-def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> jax.Array:
-    """(B, nv) qacc of a batch of problems (leading axis B), iterating only the unconverged ones.
+def _newton_queued(cfg: Config, p: Problem, w: jax.Array, slots: int) -> jax.Array:
+    """(B, nv + nefc) packed qacc and jar of a batch of problems (leading axis B; `w` the packed warm
+    starts), iterating only the unconverged ones.
 
     A vmapped while loop runs every problem for as many iterations as the slowest one needs, while
     a typical problem needs far fewer (many stop at the warm start), so most of that work is wasted.
@@ -830,8 +838,8 @@ def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> ja
     select over the slots each trip, as for the iterates), and the iteration reads the slots'
     copies instead of gathering every slot's problem from the batch (measured faster, same values).
     """
-    n = x_warm.shape[0]
-    s0 = jax.vmap(functools.partial(_start_traced, cfg))(p, x_warm)
+    n = w.shape[0]
+    s0 = jax.vmap(functools.partial(_start_traced, cfg))(p, w[:, :p.M.shape[-1]])
     pending = jax.vmap(functools.partial(_running, cfg))(s0)
     order = jnp.argsort(jnp.where(pending, 0, 1), stable=True)  # pending problems first
     n_pending = jnp.sum(pending, dtype=jnp.int32)
@@ -859,7 +867,7 @@ def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> ja
         it = jax.vmap(functools.partial(_iterate_traced, cfg))(ps, it)
         active = sidx < n
         finished = active & ~jax.vmap(functools.partial(_running, cfg))(it)
-        x_out = x_out.at[jnp.where(finished, sidx, n)].set(it.x, mode="drop")
+        x_out = x_out.at[jnp.where(finished, sidx, n)].set(_pack(it), mode="drop")
         slot = (it, ps)
         sidx, slot, ptr = refill(sidx, slot, ptr, finished | ~active)
         return x_out, sidx, slot, ptr
@@ -867,34 +875,35 @@ def _newton_queued(cfg: Config, p: Problem, x_warm: jax.Array, slots: int) -> ja
     empty = jnp.full((slots,), n, jnp.int32)
     sidx, slot, ptr = refill(empty, jax.tree.map(lambda a: a[:slots], (s0, p)), jnp.zeros((), jnp.int32),
                              jnp.ones((slots,), bool))
-    out: jax.Array = jax.lax.while_loop(lambda c: jnp.any(c[1] < n), body, (s0.x, sidx, slot, ptr))[0]
+    out: jax.Array = jax.lax.while_loop(lambda c: jnp.any(c[1] < n), body, (_pack(s0), sidx, slot, ptr))[0]
     return out
 
 
 @functools.cache
 def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
-    """The Newton solve for settings `cfg`: a per-problem loop (also for a vmap of one problem), and
+    """The Newton solve for settings `cfg` on packed warm starts and results (qacc then jar, so one
+    array, as `platforms` forms return): a per-problem loop (also for a vmap of one problem), and
     under vmap the work queue or the plain vmapped loop."""
 
     @custom_batching.custom_vmap
-    def newton(p: Problem, x_warm: jax.Array) -> jax.Array:
+    def newton(p: Problem, w: jax.Array) -> jax.Array:
         # traced when lowered: under vmap the rule below replaces it, and its loop is not traced
-        return platforms.defer(functools.partial(_newton_loop, cfg), p, x_warm)
+        return platforms.defer(functools.partial(_newton_loop, cfg), p, w)
 
     @newton.def_vmap
-    def _(axis_size: int, in_batched: list[object], p: Problem, x_warm: jax.Array) -> tuple[jax.Array, bool]:
+    def _(axis_size: int, in_batched: list[object], p: Problem, w: jax.Array) -> tuple[jax.Array, bool]:
         def full(a: jax.Array, batched: bool) -> jax.Array:
             return a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
 
-        p, x_warm = jax.tree.map(full, (p, x_warm), tuple(in_batched))
+        p, w = jax.tree.map(full, (p, w), tuple(in_batched))
         if axis_size == 1:  # one problem (a single env under vmap): its loop, without a batched one's selects
-            one_p, one_x = jax.tree.map(lambda a: a[0], (p, x_warm))
-            return _newton_loop(cfg, one_p, one_x)[None], True
+            one_p, one_w = jax.tree.map(lambda a: a[0], (p, w))
+            return _newton_loop(cfg, one_p, one_w)[None], True
         plain = jax.vmap(functools.partial(_newton_loop, cfg))
-        if axis_size < QUEUE_MIN_BATCH or x_warm.ndim != 2 or not QUEUE_PLATFORMS:
-            return plain(p, x_warm), True  # small batches: the plain vmapped loop
+        if axis_size < QUEUE_MIN_BATCH or w.ndim != 2 or not QUEUE_PLATFORMS:
+            return plain(p, w), True  # small batches: the plain vmapped loop
         queued = functools.partial(_newton_queued, cfg, slots=queue_slots(axis_size, cfg.iterations))
-        return platforms.choose(plain, dict.fromkeys(QUEUE_PLATFORMS, queued), p, x_warm), True
+        return platforms.choose(plain, dict.fromkeys(QUEUE_PLATFORMS, queued), p, w), True
 
     return newton
 
@@ -992,9 +1001,9 @@ def _tier(plan: _Compaction, p: Problem) -> jax.Array:
     return jnp.sum(jnp.any(counts[None, :] > caps, axis=1), dtype=jnp.int32)
 
 
-def _gather(plan: _Compaction, tier: int, p: Problem) -> Problem:
-    """The compact problem of tier `tier`: the head rows, then each group's first active units (padded
-    with inactive ones when fewer), in their original order."""
+def _gather(plan: _Compaction, tier: int, p: Problem) -> tuple[Problem, jax.Array]:
+    """The compact problem of tier `tier` and its rows in `p`: the head rows, then each group's first
+    active units (padded with inactive ones when fewer), in their original order."""
     idx = [jnp.asarray(plan.head)]
     for u, a, b in zip(plan.units, _unit_active(plan, p), plan.budgets[tier], strict=True):
         pick = jnp.argsort(~a, stable=True)[:b]
@@ -1002,7 +1011,7 @@ def _gather(plan: _Compaction, tier: int, p: Problem) -> Problem:
     rows = jnp.concatenate(idx)
     return p._replace(J=p.J[rows], D=p.D[rows], R=p.R[rows], aref=p.aref[rows], floss=p.floss[rows],
                       mu=None if p.mu is None else p.mu[rows],
-                      efc_island=None if p.efc_island is None else p.efc_island[rows])
+                      efc_island=None if p.efc_island is None else p.efc_island[rows]), rows
 
 
 @functools.cache
@@ -1015,52 +1024,74 @@ def _compact_newton_fn(cfg: Config) -> custom_batching.custom_vmap:
     smalls = [_newton_fn(c) for c in plan.configs]
 
     def solve_tier(t: int) -> Callable[[Problem, jax.Array], jax.Array]:
-        return lambda p, x: smalls[t](_gather(plan, t, p), x)
+        def run(p: Problem, w: jax.Array) -> jax.Array:
+            nv = p.M.shape[-1]
+            sub, rows = _gather(plan, t, p)
+            out = smalls[t](sub, jnp.concatenate([w[:nv], jnp.zeros(rows.shape, w.dtype)]))
+            # the rows left out are inactive (D = 0): their jar moves no force
+            jar = jnp.zeros(p.J.shape[0], w.dtype).at[rows].set(out[nv:])
+            return jnp.concatenate([out[:nv], jar])
+        return run
 
-    def switch(p: Problem, x_warm: jax.Array) -> jax.Array:
+    def switch(p: Problem, w: jax.Array) -> jax.Array:
         branches = [solve_tier(t) for t in range(len(smalls))] + [full]
-        out: jax.Array = jax.lax.switch(_tier(plan, p), branches, p, x_warm)
+        out: jax.Array = jax.lax.switch(_tier(plan, p), branches, p, w)
         return out
 
     @custom_batching.custom_vmap
-    def newton(p: Problem, x_warm: jax.Array) -> jax.Array:
-        return platforms.defer(switch, p, x_warm)  # as `_newton_fn`'s
+    def newton(p: Problem, w: jax.Array) -> jax.Array:
+        return platforms.defer(switch, p, w)  # as `_newton_fn`'s
 
     @newton.def_vmap
-    def _(axis_size: int, in_batched: list[object], p: Problem, x_warm: jax.Array) -> tuple[jax.Array, bool]:
+    def _(axis_size: int, in_batched: list[object], p: Problem, w: jax.Array) -> tuple[jax.Array, bool]:
         def bcast(a: jax.Array, batched: bool) -> jax.Array:
             return a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
 
-        p, x_warm = jax.tree.map(bcast, (p, x_warm), tuple(in_batched))
-        if x_warm.ndim != 2:  # nested batching: a batched tier index would run every branch
-            return jax.vmap(full)(p, x_warm), True
+        p, w = jax.tree.map(bcast, (p, w), tuple(in_batched))
+        if w.ndim != 2:  # nested batching: a batched tier index would run every branch
+            return jax.vmap(full)(p, w), True
         branches = [jax.vmap(solve_tier(t)) for t in range(len(smalls))] + [jax.vmap(full)]
         tier = jnp.max(jax.vmap(functools.partial(_tier, plan))(p))  # unbatched: one branch runs
-        return jax.lax.switch(tier, branches, p, x_warm), True
+        return jax.lax.switch(tier, branches, p, w), True
 
     return newton
 
 
-def _newton(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
-    out: jax.Array = _compact_newton_fn(cfg)(p, x_warm)
-    return out
+def _newton(cfg: Config, p: Problem, x_warm: jax.Array) -> tuple[jax.Array, jax.Array]:
+    nv = x_warm.shape[-1]
+    w = jnp.concatenate([x_warm, jnp.zeros((p.J.shape[0],), x_warm.dtype)])
+    out: jax.Array = _compact_newton_fn(cfg)(p, w)
+    return out[:nv], out[nv:]
+
+
+def solve(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
+    """(nv,) constrained acceleration qacc minimizing the primal cost (see the module docstring)."""
+    return solve_rows(cfg, p, x_warm)[0]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def solve(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
-    """(nv,) constrained acceleration qacc minimizing the primal cost (see the module docstring)."""
+def solve_rows(cfg: Config, p: Problem, x_warm: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """qacc (nv,) as `solve`, and jar = J·qacc − aref (nefc,) as the solver's iterate holds it.
+
+    The forces are computed from this jar, as MuJoCo's efc_force is from its iterate's Jaref: the
+    solver updates jar along its steps, and only that jar is consistent with its stopping tests.
+    Recomputed from qacc in float32, J·qacc's roundoff times a stiff row's D moves the force enough
+    to unbalance M·qacc = qfrc_smooth + Jᵀf, which the implicit integrators integrate."""
     return _newton(cfg, p, x_warm)
 
 
-def _solve_fwd(cfg: Config, p: Problem,
-               x_warm: jax.Array) -> tuple[jax.Array, tuple[jax.Array, Problem, jax.Array]]:
-    x = _newton(cfg, p, x_warm)
-    return x, (x, p, x_warm)
+def _solve_fwd(cfg: Config, p: Problem, x_warm: jax.Array) -> tuple[tuple[jax.Array, jax.Array],
+                                                                    tuple[jax.Array, Problem, jax.Array]]:
+    x, jar = _newton(cfg, p, x_warm)
+    return (x, jar), (x, p, x_warm)
 
 
 def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array],
-               xbar: jax.Array) -> tuple[Problem, jax.Array]:
+               bar: tuple[jax.Array, jax.Array]) -> tuple[Problem, jax.Array]:
     x, p, x_warm = res
+    xbar, jarbar = bar
+    # jar = J x − aref: its cotangent reaches x, and J and aref directly
+    xbar = xbar + _mv(p.J.T, jarbar)
     jar = _mv(p.J, x) - p.aref
     _, _, quad = row_terms(cfg, p, jar)
     hess = _hessian(cfg, p, quad)
@@ -1074,8 +1105,9 @@ def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array],
 
     _, vjp = jax.vjp(optimality, p)
     (pbar,) = vjp(-w)
-    pbar = pbar._replace(qacc_smooth=jnp.zeros_like(p.qacc_smooth))
+    pbar = pbar._replace(qacc_smooth=jnp.zeros_like(p.qacc_smooth), J=pbar.J + jarbar[:, None] * x[None, :],
+                         aref=pbar.aref - jarbar)
     return pbar, jnp.zeros_like(x_warm)
 
 
-solve.defvjp(_solve_fwd, _solve_bwd)
+solve_rows.defvjp(_solve_fwd, _solve_bwd)

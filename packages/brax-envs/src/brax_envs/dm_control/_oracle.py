@@ -1,0 +1,167 @@
+"""dm_control as the oracle of our suite tasks (used by the tests; needs the dm-control extra).
+
+For states along random-action rollouts of dm_control's own environment, our task's observation,
+reward and termination must equal dm_control's `get_observation`, `get_reward` and
+`get_termination`. Our state is built from dm_control's physics just before the last physics
+substep of each control step and advanced by one physics step of ours, so that acceleration-stage
+sensors (touch, force, accelerometer), which dm_control's legacy step leaves from the last
+substep's start, are compared too; positions and velocities then differ by one float32 step.
+Our initial-state distribution is compared with dm_control's by per-coordinate moments.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import brax_physics
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from brax_envs.dm_control._suite import SuiteEnv
+
+
+class Sample(NamedTuple):
+    """One control step of dm_control: the physics before its last substep, the action, the results."""
+
+    qpos: np.ndarray
+    qvel: np.ndarray
+    act: np.ndarray
+    qacc_warmstart: np.ndarray
+    mocap_pos: np.ndarray
+    mocap_quat: np.ndarray
+    action: np.ndarray
+    task_info: dict[str, np.ndarray]
+    obs: dict[str, np.ndarray]
+    reward: float
+    terminated: bool
+
+
+def dm_env(domain: str, task: str, seed: int) -> Any:
+    """dm_control's environment of `domain`-`task` with task seed `seed`."""
+    from dm_control import suite
+
+    return suite.load(domain, task, task_kwargs={"random": seed})
+
+
+def samples(env: SuiteEnv, domain: str, task: str, *, steps: int, seed: int = 0,
+            action_scale: float = 1.0, episodes: int = 1) -> list[Sample]:
+    """`steps` control steps of random actions (uniform in the action spec times `action_scale`)
+    in each of `episodes` dm_control episodes."""
+    dm = dm_env(domain, task, seed)
+    rng = np.random.default_rng(seed)
+    spec = dm.action_spec()
+    n_sub = env.n_frames
+    out = []
+    for _ in range(episodes):
+        dm.reset()
+        physics, t = dm.physics, dm.task
+        for _ in range(steps):
+            action = rng.uniform(spec.minimum, spec.maximum) * action_scale
+            t.before_step(action, physics)
+            if n_sub > 1:
+                physics.step(n_sub - 1)
+            d = physics.data
+            before = (d.qpos.copy(), d.qvel.copy(), d.act.copy(), d.qacc_warmstart.copy(), d.mocap_pos.copy(),
+                      d.mocap_quat.copy())
+            physics.step()
+            t.after_step(physics)
+            info = {k: np.asarray(v) for k, v in env.task_info_from_physics(physics).items()}
+            obs = {k: np.asarray(v, np.float64) for k, v in t.get_observation(physics).items()}
+            term = t.get_termination(physics)
+            out.append(Sample(*before, np.asarray(action, np.float64), info, obs, float(t.get_reward(physics)),
+                              term is not None))
+    return out
+
+
+@functools.cache
+def _one_step(env: SuiteEnv) -> Callable[..., Any]:
+    sys = env.sys
+
+    def run(q: jax.Array, qd: jax.Array, act: jax.Array, warm: jax.Array, mocap_pos: jax.Array,
+            mocap_quat: jax.Array, action: jax.Array, info: dict[str, jax.Array]) -> Any:
+        ps = brax_physics.init(sys, q, qd, activation=act).replace(
+            qacc_warmstart=warm, mocap_pos=mocap_pos, mocap_quat=mocap_quat)
+        ps = brax_physics.step(sys, ps, action)
+        return env.observation(ps, info), env.reward(ps, info, action), env.termination(ps, info)
+
+    return jax.jit(jax.vmap(run))
+
+
+def ours(env: SuiteEnv, batch: list[Sample]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Our observations, rewards and terminations for dm_control's samples (one batched program)."""
+    f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
+    stack = lambda xs: f32(np.stack(xs))  # noqa: E731
+    info = {k: f32(np.stack([s.task_info[k] for s in batch])) for k in batch[0].task_info}
+    obs, rew, term = _one_step(env)(
+        stack([s.qpos for s in batch]), stack([s.qvel for s in batch]), stack([s.act for s in batch]),
+        stack([s.qacc_warmstart for s in batch]), stack([s.mocap_pos for s in batch]),
+        stack([s.mocap_quat for s in batch]), stack([s.action for s in batch]), info)
+    return ({k: np.asarray(v, np.float64) for k, v in obs.items()}, np.asarray(rew, np.float64),
+            np.asarray(term, np.float64))
+
+
+def check(env: SuiteEnv, batch: list[Sample], *, atol: float = 1e-5, rtol: float = 1e-5,
+          obs_tol: dict[str, tuple[float, float]] | None = None, reward_atol: float | None = None) -> None:
+    """Assert that ours equals dm_control on every sample: observation keys, shapes and values,
+    reward, termination (`obs_tol`: (atol, rtol) per key where one float32 step moves it more)."""
+    obs, rew, term = ours(env, batch)
+    want_keys = list(batch[0].obs)
+    assert list(obs) == want_keys, f"observation keys {list(obs)} != dm_control's {want_keys}"
+    for k in want_keys:
+        want = np.stack([np.asarray(s.obs[k], np.float64).reshape(np.shape(s.obs[k])) for s in batch])
+        got = obs[k]
+        assert got.shape == want.shape, f"observation {k!r}: shape {got.shape[1:]} != dm_control's {want.shape[1:]}"
+        a, r = (obs_tol or {}).get(k, (atol, rtol))
+        err = np.abs(got - want) - (a + r * np.abs(want))
+        i = np.unravel_index(np.argmax(err), err.shape)
+        assert err.max() <= 0, (f"observation {k!r}: ours {got[i]} vs dm_control {want[i]} at {i} "
+                                f"(tolerance {a} + {r}·|x|)")
+    want_r = np.asarray([s.reward for s in batch])
+    ra = atol if reward_atol is None else reward_atol
+    err = np.abs(rew - want_r) - (ra + rtol * np.abs(want_r))
+    i = int(np.argmax(err))
+    assert err.max() <= 0, f"reward: ours {rew[i]} vs dm_control {want_r[i]} at sample {i}"
+    want_t = np.asarray([s.terminated for s in batch], np.float64)
+    assert np.array_equal(term, want_t), f"termination: ours {term} vs dm_control {want_t}"
+
+
+def initial_states(domain: str, task: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(n, nq) qpos and (n, nv) qvel of dm_control's first `n` episodes."""
+    dm = dm_env(domain, task, seed)
+    qs, vs = [], []
+    for _ in range(n):
+        dm.reset()
+        qs.append(dm.physics.data.qpos.copy())
+        vs.append(dm.physics.data.qvel.copy())
+    return np.stack(qs), np.stack(vs)
+
+
+def check_initial_distribution(env: SuiteEnv, domain: str, task: str, n: int = 256, seed: int = 0,
+                               z: float = 5.0, spread: tuple[float, float] = (0.75, 1.33)) -> None:
+    """Assert that our resets draw q and qd from dm_control's distribution: per coordinate, the means
+    agree within `z` standard errors, the standard deviations within the ratio `spread`, and ours
+    stay within dm_control's observed range widened by a third of its width."""
+    want_q, want_v = initial_states(domain, task, n, seed)
+    states = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(seed), n))
+    got_q = np.asarray(states.pipeline_state.q, np.float64)
+    got_v = np.asarray(states.pipeline_state.qd, np.float64)
+    for name, got, want in (("qpos", got_q, want_q), ("qvel", got_v, want_v)):
+        assert got.shape == want.shape, f"{name}: shape {got.shape} != dm_control's {want.shape}"
+        for j in range(want.shape[1]):
+            g, w = got[:, j], want[:, j]
+            sw, sg = w.std(), g.std()
+            se = np.sqrt((sw ** 2 + sg ** 2) / n) + 1e-6
+            assert abs(g.mean() - w.mean()) <= z * se, (
+                f"{name}[{j}]: mean {g.mean():.4g} vs dm_control's {w.mean():.4g} (std err {se:.2g})")
+            if sw < 1e-6:
+                assert sg < 1e-5, f"{name}[{j}]: ours spreads ({sg:.3g}) where dm_control's is fixed at {w.mean():.4g}"
+                continue
+            ratio = sg / sw
+            assert spread[0] <= ratio <= spread[1], f"{name}[{j}]: std {sg:.4g} vs dm_control's {sw:.4g}"
+            width = w.max() - w.min()
+            lo, hi = w.min() - width / 3, w.max() + width / 3
+            assert g.min() >= lo and g.max() <= hi, (
+                f"{name}[{j}]: ours spans [{g.min():.4g}, {g.max():.4g}], dm_control's [{w.min():.4g}, {w.max():.4g}]")
