@@ -1,0 +1,38 @@
+"""The suite's registration: every dm_control task by name, and the error without the extra."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from dm_control import suite
+
+import brax_envs
+from brax_envs import dm_control
+
+
+def test_every_dm_control_task_is_registered() -> None:
+    assert set(dm_control.ALL_TASKS) == set(suite.ALL_TASKS)
+    names = set(brax_envs.registered_environments())
+    missing = [f"dm_control/{d}-{t}" for d, t in suite.ALL_TASKS if f"dm_control/{d}-{t}" not in names]
+    assert not missing
+
+
+def test_registered_task_is_flat_by_default() -> None:
+    env = brax_envs.get_environment("dm_control/cartpole-balance")
+    assert env.observation_size == 5
+    raw = brax_envs.get_environment("dm_control/cartpole-balance", flatten_observation=False)
+    assert raw.observation_size == {"position": (3,), "velocity": (2,)}
+
+
+def test_unknown_task_names_the_domains_tasks() -> None:
+    with pytest.raises(KeyError, match="cartpole's tasks"):
+        dm_control.load("cartpole", "run")
+
+
+def test_without_dm_control_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [m for m in sys.modules if m == "dm_control" or m.startswith("dm_control.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "dm_control", None)  # what `import dm_control` sees uninstalled
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'brax-envs\[dm-control\]'"):
+        dm_control.load("cartpole", "balance")
