@@ -82,10 +82,14 @@ def _one_step(env: SuiteEnv) -> Callable[..., Any]:
 
     def run(q: jax.Array, qd: jax.Array, act: jax.Array, warm: jax.Array, mocap_pos: jax.Array,
             mocap_quat: jax.Array, action: jax.Array, info: dict[str, jax.Array]) -> Any:
-        ps = brax_physics.init(sys, q, qd, activation=act).replace(
-            qacc_warmstart=warm, mocap_pos=mocap_pos, mocap_quat=mocap_quat)
+        ps = brax_physics.init(sys, q, qd, activation=act).replace(qacc_warmstart=warm)
+        # mocap bodies of ours that are static bodies in dm_control's model: the task places them
+        if mocap_pos.shape[0] != sys.nmocap:
+            placed = env.pipeline_state_init(q, qd, info)
+            mocap_pos, mocap_quat = placed.mocap_pos, placed.mocap_quat
+        ps = ps.replace(mocap_pos=mocap_pos, mocap_quat=mocap_quat)
         ps = brax_physics.step(sys, ps, action)
-        return env.observation(ps, info), env.reward(ps, info, action), env.termination(ps, info)
+        return env._observe(ps, info), env.reward(ps, info, action), env.termination(ps, info)
 
     return jax.jit(jax.vmap(run))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import collections
 import importlib
 import math
 from collections.abc import Mapping, Sequence
@@ -134,7 +135,7 @@ class SuiteEnv(PipelineEnv):
         q, qd, info = self.initial_state(rng)
         ps = self.pipeline_state_init(jnp.asarray(q, jnp.float32), jnp.asarray(qd, jnp.float32), info)
         zero = jnp.zeros((), jnp.float32)
-        return State(pipeline_state=ps, obs=self.observation(ps, info), reward=zero, done=zero,
+        return State(pipeline_state=ps, obs=self._observe(ps, info), reward=zero, done=zero,
                      metrics={}, info={"truncation": zero, "task": dict(info)})
 
     def step(self, state: State, action: jax.Array) -> State:
@@ -144,7 +145,11 @@ class SuiteEnv(PipelineEnv):
         ps = self.pipeline_step(state.pipeline_state, action)
         reward = jnp.asarray(self.reward(ps, info, action), jnp.float32)
         done = jnp.asarray(self.termination(ps, info), jnp.float32)
-        return state.replace(pipeline_state=ps, obs=self.observation(ps, info), reward=reward, done=done)
+        return state.replace(pipeline_state=ps, obs=self._observe(ps, info), reward=reward, done=done)
+
+    def _observe(self, ps: brax_physics.State, info: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
+        # an OrderedDict keeps dm_control's key order through jit (a plain dict's keys come back sorted)
+        return collections.OrderedDict(self.observation(ps, info))
 
     # ---- helpers for tasks ----
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import fnmatch
 import functools
 import json
 import os
@@ -338,11 +339,22 @@ def _size(v: Any) -> str:
     return "x".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 
-def env_rows() -> list[dict[str, Any]]:
-    """One row per registered environment: name, observation and action sizes, dt, backend."""
+SUITE_PREFIX = "dm_control/"
+"""Names of the dm_control suite's tasks (`brax_envs.dm_control`), described only on request."""
+
+
+def env_rows(match: str | None = None) -> list[dict[str, Any]]:
+    """One row per registered environment matching the glob `match` (all if None): name, observation
+    and action sizes, dt, backend. Without `match`, the dm_control suite's rows carry names only."""
     rows = []
     for name in brax_envs.registered_environments():
+        if match is not None and not fnmatch.fnmatchcase(name, match):
+            continue
         row: dict[str, Any] = {"name": name}
+        if match is None and name.startswith(SUITE_PREFIX):
+            rows.append({**row, "default_num_timesteps": presets.preset(name).num_timesteps,
+                         "presets": [a for a in agents.AGENTS if name in presets.environments(a)]})
+            continue
         try:
             env = brax_envs.get_environment(name)
             row.update(observation_size=env.observation_size, action_size=env.action_size)
@@ -359,12 +371,14 @@ def cmd_envs(args: Envs) -> int:
     """`brax-train envs`: a table (or JSON lines) of the registered environments."""
     for module in args.imports:
         _settings.import_module(_settings.canonical_import(module))
-    rows = env_rows()
+    rows = env_rows(args.match)
+    if not rows:
+        raise UsageError(f"--match: no registered environment matches {args.match!r}")
     table: list[tuple[str, ...]] = [("name", "obs", "act", "dt", "backend", "default steps", "presets")]
     for r in rows:
         obs, act = _size(r.get("observation_size", "-")), str(r.get("action_size", "-"))
         dt = "-" if r.get("dt") is None else f"{r['dt']:g}"
-        backend = f"error: {r['error']}" if "error" in r else r["backend"]
+        backend = f"error: {r['error']}" if "error" in r else r.get("backend", "-")
         steps = f"{r['default_num_timesteps']:,}"
         table.append((r["name"], obs, act, dt, backend, steps, ",".join(r["presets"]) or "-"))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]

@@ -273,6 +273,9 @@ class Envs(_Command):
 
     json: _Json = False
     imports: _Imports = ()
+    match: Annotated[str | None, _opt("GLOB", "describe only the names matching GLOB (fnmatch), e.g. "
+                                      "'dm_control/walker-*'; without it the dm_control suite's tasks are "
+                                      "listed by name only (building all of them takes minutes)")] = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -117,6 +117,18 @@ def test_envs_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert any(line.split()[:3] == ["ant", "27", "8"] for line in lines)
     assert rows["inverted_pendulum"]["presets"] == ["ppo", "sac", "es", "ars"]
     assert rows["ant"]["presets"] == ["ppo"]
+    # the suite's tasks are listed by name; describing them all would build 51 models
+    assert "observation_size" not in rows["dm_control/walker-walk"]
+
+
+def test_envs_match_describes_the_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["envs", "--json", "--match", "dm_control/cartpole-balance*"]) == 0
+    rows = {r["name"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert sorted(rows) == ["dm_control/cartpole-balance", "dm_control/cartpole-balance_sparse"]
+    assert rows["dm_control/cartpole-balance"]["observation_size"] == 5
+    assert rows["dm_control/cartpole-balance"]["dt"] == pytest.approx(0.01)
+    assert main(["envs", "--match", "nothing*"]) == 2
+    assert "no registered environment matches 'nothing*'" in capsys.readouterr().err
 
 
 def test_doctor_reports_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:

@@ -56,6 +56,7 @@ def test_unknown_env_lists_accepted_names(capsys: pytest.CaptureFixture[str]) ->
         "--env: unknown environment 'inverted_pendulumm' (did you mean 'inverted_pendulum'?)"
     )
     assert "accepted: ant, fast," in msg
+    assert msg.endswith("and dm_control/DOMAIN-TASK for the suite's tasks (brax-train envs)")
 
 
 def test_set_errors_name_the_key(capsys: pytest.CaptureFixture[str]) -> None:
