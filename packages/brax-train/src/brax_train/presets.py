@@ -155,6 +155,29 @@ PPO_PRESETS: dict[str, PPOConfig] = {
 }
 """PPO's per-environment presets: `PPO_BASE` with Google Brax's (or the CPU-sized) hyper-parameters."""
 
+# dm_control's suite (issue 55's recipes): long discounting and unrolls for its 1000-step episodes of
+# dense [0, 1] rewards, CPU-sized networks and batches; steps as the issue's targets.
+_DMC = PPO_BASE.replace(
+    **_CPU,
+    reward_scaling=10.0,
+    num_envs=512,
+    batch_size=512,
+    num_minibatches=16,
+    unroll_length=30,
+    num_updates_per_batch=8,
+    discounting=0.995,
+    learning_rate=1e-3,
+    entropy_cost=1e-2,
+    seed=1,
+)
+PPO_PRESETS.update({
+    f"dm_control/{task}": _DMC.replace(num_timesteps=steps)
+    for task, steps in (("cartpole-balance", 5_000_000), ("cartpole-swingup", 10_000_000),
+                        ("pendulum-swingup", 10_000_000), ("point_mass-easy", 5_000_000),
+                        ("reacher-easy", 10_000_000), ("finger-spin", 20_000_000), ("cheetah-run", 30_000_000),
+                        ("walker-walk", 30_000_000))
+})
+
 
 RUN_BASE: dict[str, Any] = {
     "num_timesteps": 1_000_000,

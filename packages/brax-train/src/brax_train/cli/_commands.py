@@ -116,7 +116,8 @@ def cmd_train(args: Train) -> int:
     spec, c = _settings.resolve(args)
     env = make_env(spec)
     now = datetime.datetime.now().astimezone()
-    run = RunDir(args.run_dir or pathlib.Path("runs") / f"{spec.env}-{now:%Y%m%d-%H%M%S}")
+    # suite names hold a slash (dm_control/walker-walk): one directory level per run
+    run = RunDir(args.run_dir or pathlib.Path("runs") / f"{spec.env.replace('/', '_')}-{now:%Y%m%d-%H%M%S}")
     if run.path.exists() and (not run.path.is_dir() or any(run.path.iterdir())):
         raise UsageError(
             f"--run-dir: {str(run.path)!r} already exists and is not empty; continue it with "
