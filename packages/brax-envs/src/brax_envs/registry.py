@@ -72,18 +72,18 @@ for _name, _cls in STANDARD_ENVIRONMENTS.items():
 
 def _suite_factory(domain: str, task: str) -> EnvFactory:
     def make(flatten_observation: bool = True, **kwargs: Any) -> Env:
-        from brax_envs import dm_control  # noqa: PLC0415  (the suite's tasks load dm_control's models lazily)
+        from brax_envs import dm_control
 
         env: Env = dm_control.load(domain, task, **kwargs)
         return training.FlattenObservationWrapper(env) if flatten_observation else env
 
-    make.__doc__ = (f"dm_control's {domain}-{task} (`brax_envs.dm_control`); `flatten_observation=False` keeps "
-                    "its dict observation.")
+    make.__doc__ = (f"dm_control's {domain}-{task} (`brax_envs.dm_control`); "
+                    "`flatten_observation=False` keeps its dict observation.")
     return make
 
 
 def _register_suite() -> None:
-    from brax_envs.dm_control import ALL_TASKS  # noqa: PLC0415
+    from brax_envs.dm_control import ALL_TASKS
 
     for domain, task in ALL_TASKS:
         register_environment(f"dm_control/{domain}-{task}", _suite_factory(domain, task))

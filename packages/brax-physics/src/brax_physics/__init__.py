@@ -5,7 +5,7 @@ from importlib.metadata import PackageNotFoundError, version
 from brax_physics._src.collision.contact import Contact
 from brax_physics._src.loader import from_mjmodel, load_mjcf
 from brax_physics._src.options_check import OptionWarning
-from brax_physics._src.pipeline import forward_kinematics, init, step
+from brax_physics._src.pipeline import contacts, forward_kinematics, init, step
 from brax_physics._src.ray import Hit, ray
 from brax_physics._src.sensor import sensor, sites
 from brax_physics._src.state import State
@@ -25,6 +25,7 @@ __all__ = [
     "State",
     "System",
     "__version__",
+    "contacts",
     "forward_kinematics",
     "from_mjmodel",
     "init",

@@ -174,8 +174,8 @@ PPO_PRESETS.update({
     f"dm_control/{task}": _DMC.replace(num_timesteps=steps)
     for task, steps in (("cartpole-balance", 5_000_000), ("cartpole-swingup", 10_000_000),
                         ("pendulum-swingup", 10_000_000), ("point_mass-easy", 5_000_000),
-                        ("reacher-easy", 10_000_000), ("finger-spin", 20_000_000), ("cheetah-run", 30_000_000),
-                        ("walker-walk", 30_000_000))
+                        ("reacher-easy", 10_000_000), ("finger-spin", 20_000_000),
+                        ("cheetah-run", 30_000_000), ("walker-walk", 30_000_000))
 })
 
 

@@ -71,7 +71,8 @@ def samples(env: SuiteEnv, domain: str, task: str, *, steps: int, seed: int = 0,
             info = {k: np.asarray(v) for k, v in env.task_info_from_physics(physics).items()}
             obs = {k: np.asarray(v, np.float64) for k, v in t.get_observation(physics).items()}
             term = t.get_termination(physics)
-            out.append(Sample(*before, np.asarray(action, np.float64), info, obs, float(t.get_reward(physics)),
+            reward = float(t.get_reward(physics))
+            out.append(Sample(*before, np.asarray(action, np.float64), info, obs, reward,
                               term is not None))
     return out
 
@@ -117,7 +118,8 @@ def check(env: SuiteEnv, batch: list[Sample], *, atol: float = 1e-5, rtol: float
     for k in want_keys:
         want = np.stack([np.asarray(s.obs[k], np.float64).reshape(np.shape(s.obs[k])) for s in batch])
         got = obs[k]
-        assert got.shape == want.shape, f"observation {k!r}: shape {got.shape[1:]} != dm_control's {want.shape[1:]}"
+        assert got.shape == want.shape, (
+            f"observation {k!r}: shape {got.shape[1:]} != dm_control's {want.shape[1:]}")
         a, r = (obs_tol or {}).get(k, (atol, rtol))
         err = np.abs(got - want) - (a + r * np.abs(want))
         i = np.unravel_index(np.argmax(err), err.shape)
@@ -161,11 +163,13 @@ def check_initial_distribution(env: SuiteEnv, domain: str, task: str, n: int = 2
             assert abs(g.mean() - w.mean()) <= z * se, (
                 f"{name}[{j}]: mean {g.mean():.4g} vs dm_control's {w.mean():.4g} (std err {se:.2g})")
             if sw < 1e-6:
-                assert sg < 1e-5, f"{name}[{j}]: ours spreads ({sg:.3g}) where dm_control's is fixed at {w.mean():.4g}"
+                assert sg < 1e-5, (
+                    f"{name}[{j}]: ours spreads ({sg:.3g}) where dm_control's is fixed at {w.mean():.4g}")
                 continue
             ratio = sg / sw
             assert spread[0] <= ratio <= spread[1], f"{name}[{j}]: std {sg:.4g} vs dm_control's {sw:.4g}"
             width = w.max() - w.min()
             lo, hi = w.min() - width / 3, w.max() + width / 3
             assert g.min() >= lo and g.max() <= hi, (
-                f"{name}[{j}]: ours spans [{g.min():.4g}, {g.max():.4g}], dm_control's [{w.min():.4g}, {w.max():.4g}]")
+                f"{name}[{j}]: ours spans [{g.min():.4g}, {g.max():.4g}], "
+                f"dm_control's [{w.min():.4g}, {w.max():.4g}]")

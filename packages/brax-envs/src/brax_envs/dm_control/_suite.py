@@ -77,7 +77,8 @@ class SuiteEnv(PipelineEnv):
     fast_solver: ClassVar[Mapping[str, int]] = {"iterations": 4, "ls_iterations": 8}
     """The `solver="fast"` option's MjOption fields for this domain."""
 
-    def __init__(self, task: str, model: mujoco.MjModel, *, solver: str = "default", debug: bool = False) -> None:
+    def __init__(self, task: str, model: mujoco.MjModel, *, solver: str = "default",
+                 debug: bool = False) -> None:
         """Simulate `model` (dm_control's, for task `task`) with its solver settings or the fast ones."""
         if solver not in SOLVERS:
             raise ValueError(f"{type(self).__name__}: solver {solver!r} not in {SOLVERS}")
@@ -97,7 +98,7 @@ class SuiteEnv(PipelineEnv):
         """Control steps per episode (dm_control's time limit / control timestep; None: unlimited)."""
         if math.isinf(self.time_limit):
             return None
-        return int(math.ceil(self.time_limit / (float(self.model.opt.timestep) * self.n_frames) - 1e-9))
+        return math.ceil(self.time_limit / (float(self.model.opt.timestep) * self.n_frames) - 1e-9)
 
     # ---- the task ----
 
@@ -123,7 +124,8 @@ class SuiteEnv(PipelineEnv):
         del physics
         return {}
 
-    def pipeline_state_init(self, q: jax.Array, qd: jax.Array, info: Mapping[str, jax.Array]) -> brax_physics.State:
+    def pipeline_state_init(self, q: jax.Array, qd: jax.Array,
+                            info: Mapping[str, jax.Array]) -> brax_physics.State:
         """The physics state at `q`, `qd` for an episode with `info` (override to place mocap bodies)."""
         del info
         return self.pipeline_init(q, qd)
@@ -200,7 +202,7 @@ class SuiteEnv(PipelineEnv):
 def _n_sub_steps(control_timestep: float, physics_timestep: float) -> int:
     """dm_control's `compute_n_steps`: the control timestep must be a multiple of the physics one."""
     n = control_timestep / physics_timestep
-    rounded = int(round(n))
+    rounded = round(n)
     if abs(n - rounded) > 1e-6:
         raise ValueError(f"control timestep {control_timestep} is not a multiple of the physics timestep "
                          f"{physics_timestep}")

@@ -10,7 +10,6 @@ import brax_physics
 import jax
 import jax.numpy as jnp
 import numpy as np
-from brax_physics._src import pipeline as _pipeline
 
 from brax_envs.dm_control._suite import SuiteEnv, suite_model
 
@@ -56,7 +55,7 @@ class BallInCup(SuiteEnv):
 
     def _touching(self, q: jax.Array) -> jax.Array:
         # the position stage only (kinematics and collision), as dm_control's count of contacts
-        return jnp.any(_pipeline._position(self.sys, q).contact.active)
+        return jnp.any(brax_physics.contacts(self.sys, q).active)
 
     def initial_state(self, rng: jax.Array) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
         """The cup at its origin, the ball at a random contact-free position, all at rest."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 import brax_math
 import brax_physics
@@ -24,7 +25,7 @@ class Cartpole(SuiteEnv):
 
     domain = "cartpole"
     time_limit = 10.0
-    fast_solver = {"iterations": 2, "ls_iterations": 4}
+    fast_solver: ClassVar[Mapping[str, int]] = {"iterations": 2, "ls_iterations": 4}
 
     def __init__(self, task: str = "balance", *, solver: str = "default", debug: bool = False) -> None:
         """Task `balance`, `balance_sparse`, `swingup`, `swingup_sparse`, `two_poles` or `three_poles`."""
@@ -42,7 +43,8 @@ class Cartpole(SuiteEnv):
         nv = self.sys.nv
         k1, k2, k3, k4 = jax.random.split(rng, 4)
         if self._swing_up:
-            q = jnp.concatenate([0.01 * jax.random.normal(k1, (1,)), jnp.pi + 0.01 * jax.random.normal(k2, (1,)),
+            q = jnp.concatenate([0.01 * jax.random.normal(k1, (1,)),
+                                 jnp.pi + 0.01 * jax.random.normal(k2, (1,)),
                                  0.1 * jax.random.normal(k4, (nv - 2,))])
         else:
             q = jnp.concatenate([jax.random.uniform(k1, (1,), minval=-0.1, maxval=0.1),

@@ -7,7 +7,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-SIGMOIDS = ("gaussian", "hyperbolic", "long_tail", "reciprocal", "cosine", "linear", "quadratic", "tanh_squared")
+SIGMOIDS = ("gaussian", "hyperbolic", "long_tail", "reciprocal", "cosine", "linear", "quadratic",
+            "tanh_squared")
 """The sigmoid names `tolerance` accepts."""
 
 
@@ -15,10 +16,12 @@ def _sigmoid(x: jax.Array, value_at_1: float, sigmoid: str) -> jax.Array:
     """1 at x = 0, `value_at_1` at |x| = 1, falling off by the named shape."""
     if sigmoid in ("cosine", "linear", "quadratic"):
         if not 0 <= value_at_1 < 1:
-            raise ValueError(f"tolerance: value_at_margin must be in [0, 1) for {sigmoid!r}, got {value_at_1}")
+            raise ValueError(f"tolerance: value_at_margin must be in [0, 1) for {sigmoid!r}, "
+                             f"got {value_at_1}")
     elif sigmoid in SIGMOIDS:
         if not 0 < value_at_1 < 1:
-            raise ValueError(f"tolerance: value_at_margin must be in (0, 1) for {sigmoid!r}, got {value_at_1}")
+            raise ValueError(f"tolerance: value_at_margin must be in (0, 1) for {sigmoid!r}, "
+                             f"got {value_at_1}")
     else:
         raise ValueError(f"tolerance: unknown sigmoid {sigmoid!r}; choices: {SIGMOIDS}")
     if sigmoid == "gaussian":
@@ -53,6 +56,7 @@ def tolerance(x: jax.Array, bounds: tuple[float, float] = (0.0, 0.0), margin: fl
     x = jnp.asarray(x)
     inside = (lower <= x) & (x <= upper)
     if margin == 0:
-        return jnp.where(inside, 1.0, 0.0).astype(x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.float32)
+        dtype = x.dtype if jnp.issubdtype(x.dtype, jnp.floating) else jnp.float32
+        return jnp.where(inside, 1.0, 0.0).astype(dtype)
     d = jnp.where(x < lower, lower - x, x - upper) / margin
     return jnp.where(inside, 1.0, _sigmoid(d, value_at_margin, sigmoid))

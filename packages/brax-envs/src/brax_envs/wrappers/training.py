@@ -165,15 +165,15 @@ class FlattenObservationWrapper(Wrapper):
         super().__init__(env)
         size = env.observation_size
         if not isinstance(size, dict):
-            raise ValueError(f"FlattenObservationWrapper: {type(env.unwrapped).__name__}'s observation is not a "
-                             f"dict (observation_size {size!r})")
+            raise ValueError(f"FlattenObservationWrapper: {type(env.unwrapped).__name__}'s observation is "
+                             f"not a dict (observation_size {size!r})")
         self._shapes = {k: tuple(v) for k, v in size.items()}
 
     def _flat(self, obs: Any) -> jax.Array:
         parts = []
         for k, shape in self._shapes.items():
             x = obs[k]
-            parts.append(jnp.reshape(x, x.shape[:x.ndim - len(shape)] + (-1,)))
+            parts.append(jnp.reshape(x, (*x.shape[:x.ndim - len(shape)], -1)))
         return jnp.concatenate(parts, axis=-1)
 
     def reset(self, rng: jax.Array) -> State:

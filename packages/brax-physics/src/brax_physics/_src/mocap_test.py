@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+import pytest
 
 import brax_physics as bp
 
@@ -102,3 +103,18 @@ def test_mocap_path_pushes_a_box_as_in_mujoco() -> None:
     np.testing.assert_allclose(np.asarray(x), np.stack(xpos), atol=2e-4)
     # step carries mocap unchanged: the last state holds the last path point
     np.testing.assert_allclose(np.asarray(mpos)[-1], d.mocap_pos, atol=1e-6)
+
+
+def test_contacts_at_a_pose_are_mujocos() -> None:
+    sys, m = _model()
+    d = mujoco.MjData(m)
+    d.qpos[1:4] = (0.0, 0.0, 0.095)  # the box sinks 5 mm into the floor
+    d.mocap_pos[0] = (0.1, 0.0, 0.08)  # the paddle moved into the box
+    mujoco.mj_forward(m, d)
+    c = jax.jit(bp.contacts)(sys, jnp.asarray(d.qpos, jnp.float32), jnp.asarray(d.mocap_pos, jnp.float32))
+    active = np.asarray(c.active)
+    assert active.sum() == d.ncon
+    got = np.sort(np.asarray(c.dist)[active])
+    np.testing.assert_allclose(got, np.sort(d.contact.dist[:d.ncon]), atol=1e-6)
+    with pytest.raises(ValueError, match="contacts: q has shape"):
+        bp.contacts(sys, jnp.zeros(3))

@@ -528,6 +528,18 @@ def forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = 
     return x
 
 
+def contacts(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
+             mocap_quat: jax.Array | None = None) -> Contact:
+    """The contacts of collision detection at positions `q` (nq,) (`Contact.active` marks those MuJoCo
+    would instantiate), with the mocap bodies at `mocap_pos`/`mocap_quat` (default: the model's):
+    e.g. to reject initial states that penetrate."""
+    q = _checked("contacts", "q", q, (sys.nq,), "sys.nq", sys.qpos0.dtype)
+    mb = kinematics.mocap_bodies(sys)
+    mocap = _Mocap(sys.body_pos[mb] if mocap_pos is None else jnp.asarray(mocap_pos),
+                   sys.body_quat[mb] if mocap_quat is None else jnp.asarray(mocap_quat))
+    return _position(sys, q, mocap).contact
+
+
 def _forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None,
                         mocap_quat: jax.Array | None) -> Transform:
     """`forward_kinematics`' body, traced once per (System treedef, argument shapes)."""

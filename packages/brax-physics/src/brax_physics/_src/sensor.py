@@ -658,7 +658,8 @@ def sites(sys: System, state: State, names: Sequence[str]) -> tuple[jax.Array, j
     (MuJoCo site_xpos, site_xmat)."""
     missing = [n for n in names if not n or n not in sys.site_names]
     if missing:
-        raise ValueError(f"brax_physics.sites: no site named {missing}; sites: {[n for n in sys.site_names if n]}")
+        named = [n for n in sys.site_names if n]
+        raise ValueError(f"brax_physics.sites: no site named {missing}; sites: {named}")
     return site_frames(sys, state, np.asarray([sys.site_names.index(n) for n in names], np.int32))
 
 

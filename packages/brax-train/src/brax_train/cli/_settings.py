@@ -136,7 +136,8 @@ def check_env(name: str, flag: str = "--env") -> None:
         close = difflib.get_close_matches(name, names, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         own = [n for n in names if not n.startswith("dm_control/")]
-        suite = "" if len(own) == len(names) else ", and dm_control/DOMAIN-TASK for the suite's tasks (brax-train envs)"
+        suite = ("" if len(own) == len(names)
+                 else ", and dm_control/DOMAIN-TASK for the suite's tasks (brax-train envs)")
         raise UsageError(f"{flag}: unknown environment {name!r}{hint}; accepted: {', '.join(own)}{suite}")
 
 
