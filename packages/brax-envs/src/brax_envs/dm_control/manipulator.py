@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
-from brax_physics._src import pipeline as _pipeline
 
 from brax_envs.dm_control._suite import SuiteEnv, suite_module
 from brax_envs.dm_control.rewards import tolerance
@@ -131,9 +130,9 @@ class Manipulator(SuiteEnv):
         qd = jnp.where(kind == 2, qd.at[self._prop_qvel[0]].set(vx), qd)
         if self._insert:
             pos, quat = self._receptacle_pose(target)
-            contact = _pipeline._position(self.sys, q, _pipeline._Mocap(pos, quat)).contact
+            contact = brax_physics.contacts(self.sys, q, pos, quat)
         else:
-            contact = _pipeline._position(self.sys, q).contact
+            contact = brax_physics.contacts(self.sys, q)
         return q, qd, target, jnp.any(contact.active)
 
     def initial_state(self, rng: jax.Array) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:

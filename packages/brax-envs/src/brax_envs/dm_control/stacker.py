@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
-from brax_physics._src import pipeline as _pipeline
 
 from brax_envs.dm_control._suite import SuiteEnv, suite_module
 from brax_envs.dm_control.manipulator import ARM_JOINTS
@@ -90,7 +89,7 @@ class Stacker(SuiteEnv):
                            jax.random.uniform(ks[4], (n,), jnp.float32, 0.0, 0.7),
                            jax.random.uniform(ks[5], (n,), jnp.float32, 0.0, 2 * jnp.pi)], axis=-1)
         q = q.at[self._box_qpos].set(boxes)
-        contact = _pipeline._position(self.sys, q).contact
+        contact = brax_physics.contacts(self.sys, q)
         return q, jnp.stack([tx, tz]), jnp.any(contact.active)
 
     def initial_state(self, rng: jax.Array) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
