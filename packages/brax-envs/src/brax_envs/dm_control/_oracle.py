@@ -97,9 +97,10 @@ def _one_step(env: SuiteEnv) -> Callable[..., Any]:
 
 def ours(env: SuiteEnv, batch: list[Sample]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Our observations, rewards and terminations for dm_control's samples (one batched program)."""
-    f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
-    stack = lambda xs: f32(np.stack(xs))  # noqa: E731
-    info = {k: f32(np.stack([s.task_info[k] for s in batch])) for k in batch[0].task_info}
+    def stack(xs: list[np.ndarray]) -> jax.Array:
+        return jnp.asarray(np.stack(xs), jnp.float32)
+
+    info = {k: stack([s.task_info[k] for s in batch]) for k in batch[0].task_info}
     obs, rew, term = _one_step(env)(
         stack([s.qpos for s in batch]), stack([s.qvel for s in batch]), stack([s.act for s in batch]),
         stack([s.qacc_warmstart for s in batch]), stack([s.mocap_pos for s in batch]),
@@ -128,8 +129,8 @@ def check(env: SuiteEnv, batch: list[Sample], *, atol: float = 1e-5, rtol: float
     want_r = np.asarray([s.reward for s in batch])
     ra = atol if reward_atol is None else reward_atol
     err = np.abs(rew - want_r) - (ra + rtol * np.abs(want_r))
-    i = int(np.argmax(err))
-    assert err.max() <= 0, f"reward: ours {rew[i]} vs dm_control {want_r[i]} at sample {i}"
+    worst = int(np.argmax(err))
+    assert err.max() <= 0, f"reward: ours {rew[worst]} vs dm_control {want_r[worst]} at sample {worst}"
     want_t = np.asarray([s.terminated for s in batch], np.float64)
     assert np.array_equal(term, want_t), f"termination: ours {term} vs dm_control {want_t}"
 
