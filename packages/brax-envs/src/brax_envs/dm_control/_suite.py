@@ -193,6 +193,25 @@ class SuiteEnv(PipelineEnv):
         """(n, 3, 3) world orientations of bodies by name (MuJoCo xmat)."""
         return brax_math.quat_to_mat(ps.x.rot[self.body_ids(*names)])
 
+    def subtree_linvel(self, ps: brax_physics.State, body: str) -> jax.Array:
+        """(3,) velocity of the centre of mass of `body`'s subtree at `ps` (MuJoCo's subtreelinvel
+        sensor, from the state's body velocities: dm_control reads it at the state after the step)."""
+        mask = jnp.asarray(self._subtree_mask(body), self.sys.body_mass.dtype)
+        com_vel = ps.xd.vel + brax_math.cross(ps.xd.ang, ps.xipos - ps.x.pos)
+        m = self.sys.body_mass * mask
+        return m @ com_vel / jnp.sum(m)
+
+    def _subtree_mask(self, body: str) -> np.ndarray:
+        root = int(self.body_ids(body)[0])
+        parent = self.model.body_parentid
+        mask = np.zeros(self.model.nbody, bool)
+        for b in range(self.model.nbody):
+            a = b
+            while a > 0 and a != root:
+                a = int(parent[a])
+            mask[b] = a == root
+        return mask
+
     def sensor(self, ps: brax_physics.State, name: str) -> jax.Array:
         """The values of the sensor called `name` (MuJoCo sensordata; acceleration-stage sensors are
         those of the last physics step's start, as dm_control's after its step)."""

@@ -18,24 +18,6 @@ RUN_SPEED = 10.0
 """Forward speed (m/s) at and above which the run reward is 1."""
 
 
-def subtree_linear_velocity(env: SuiteEnv, ps: brax_physics.State, body: str) -> jax.Array:
-    """(3,) world linear velocity of the center of mass of `body`'s subtree at `ps` (MuJoCo's
-    subtreelinvel sensor, computed from the state's velocities rather than its sensordata)."""
-    model = env.model
-    root = int(env.body_ids(body)[0])
-    in_subtree = np.zeros(model.nbody, bool)
-    for b in range(model.nbody):
-        a = b
-        while a > 0 and a != root:
-            a = int(model.body_parentid[a])
-        in_subtree[b] = a == root
-    ids = np.flatnonzero(in_subtree)
-    mass = jnp.asarray(model.body_mass[ids], jnp.float32)
-    # xd.vel is the velocity of each body's origin: carry it to the body's center of mass
-    vel = ps.xd.vel[ids] + jnp.cross(ps.xd.ang[ids], ps.xipos[ids] - ps.x.pos[ids])
-    return jnp.sum(mass[:, None] * vel, axis=0) / jnp.sum(mass)
-
-
 class Cheetah(SuiteEnv):
     """Cheetah: a planar two-legged runner (root slides x, z and hinge y; six leg hinges).
 
@@ -87,7 +69,7 @@ class Cheetah(SuiteEnv):
 
     def speed(self, ps: brax_physics.State) -> jax.Array:
         """() forward velocity of the cheetah's center of mass."""
-        return subtree_linear_velocity(self, ps, "torso")[0]
+        return self.subtree_linvel(ps, "torso")[0]
 
     def reward(self, ps: brax_physics.State, info: Mapping[str, jax.Array], action: jax.Array) -> jax.Array:
         """Run reward: linear in forward speed up to `RUN_SPEED`."""

@@ -13,7 +13,7 @@ import pytest
 
 from brax_envs import testing
 from brax_envs.dm_control import _oracle, load
-from brax_envs.dm_control.cheetah import Cheetah, subtree_linear_velocity
+from brax_envs.dm_control.cheetah import Cheetah
 
 
 @functools.cache
@@ -47,7 +47,7 @@ def test_subtree_velocity_matches_mujoco_sensor(domain: str) -> None:
         want.append(d.sensor("torso_subtreelinvel").data.copy())
 
     def speed(q: jax.Array, qd: jax.Array) -> jax.Array:
-        return subtree_linear_velocity(env, brax_physics.init(env.sys, q, qd), "torso")
+        return env.subtree_linvel(brax_physics.init(env.sys, q, qd), "torso")
 
     f32 = np.float32
     got = jax.jit(jax.vmap(speed))(jnp.asarray(np.stack(qs), f32), jnp.asarray(np.stack(vs), f32))

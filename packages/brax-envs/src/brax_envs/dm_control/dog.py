@@ -72,16 +72,6 @@ class Dog(SuiteEnv):
         self._body_weight = float(-m.opt.gravity[2] * m.body_subtreemass[self._torso])
         self._ctrl_low = np.asarray(m.actuator_ctrlrange[:, 0], np.float32)
         self._ctrl_high = np.asarray(m.actuator_ctrlrange[:, 1], np.float32)
-        # the torso's subtree (the whole dog), for its centre-of-mass velocity
-        in_subtree = np.zeros(m.nbody, bool)
-        for b in range(m.nbody):
-            a = b
-            while a > 0 and a != self._torso:
-                a = int(m.body_parentid[a])
-            in_subtree[b] = a == self._torso
-        self._dog_bodies = np.flatnonzero(in_subtree).astype(np.int32)
-        masses = m.body_mass[self._dog_bodies]
-        self._dog_mass_fraction = np.asarray(masses / masses.sum(), np.float32)
         head = int(self.site_ids("head")[0])
         self._head_body = int(m.site_bodyid[head])
         if self._fetch:
@@ -136,9 +126,7 @@ class Dog(SuiteEnv):
 
     def _com_velocity(self, ps: brax_physics.State) -> jax.Array:
         """The dog's centre-of-mass velocity (the `torso_linvel` subtree sensor, at this state)."""
-        b = self._dog_bodies
-        v = ps.xd.vel[b] + jnp.cross(ps.xd.ang[b], ps.xipos[b] - ps.x.pos[b])
-        return jnp.asarray(self._dog_mass_fraction) @ v
+        return self.subtree_linvel(ps, "torso")
 
     def _head(self, ps: brax_physics.State) -> tuple[jax.Array, jax.Array]:
         """Position and orientation of the head site."""

@@ -11,7 +11,6 @@ import jax
 import jax.numpy as jnp
 
 from brax_envs.dm_control._suite import SuiteEnv, randomize_limited_and_rotational_joints, suite_model
-from brax_envs.dm_control.cheetah import subtree_linear_velocity
 from brax_envs.dm_control.rewards import tolerance
 
 STAND_HEIGHT = 0.6
@@ -63,7 +62,7 @@ class Hopper(SuiteEnv):
         """Standing times hopping speed (hop) or small control (stand)."""
         standing = tolerance(self.height(ps), (STAND_HEIGHT, 2.0))
         if self._hopping:
-            speed = subtree_linear_velocity(self, ps, "torso")[0]
+            speed = self.subtree_linvel(ps, "torso")[0]
             return standing * tolerance(speed, (HOP_SPEED, float("inf")), margin=HOP_SPEED / 2,
                                         value_at_margin=0.5, sigmoid="linear")
         small_control = jnp.mean(tolerance(action, margin=1.0, value_at_margin=0.0, sigmoid="quadratic"))

@@ -12,7 +12,6 @@ import jax
 import jax.numpy as jnp
 
 from brax_envs.dm_control._suite import SuiteEnv, randomize_limited_and_rotational_joints, suite_model
-from brax_envs.dm_control.cheetah import subtree_linear_velocity
 from brax_envs.dm_control.rewards import tolerance
 
 STAND_HEIGHT = 1.2
@@ -69,7 +68,7 @@ class Walker(SuiteEnv):
         stand = (3 * standing + upright) / 4
         if self._move_speed == 0:
             return stand
-        speed = subtree_linear_velocity(self, ps, "torso")[0]
+        speed = self.subtree_linvel(ps, "torso")[0]
         move = tolerance(speed, (self._move_speed, float("inf")), margin=self._move_speed / 2,
                          value_at_margin=0.5, sigmoid="linear")
         return stand * (5 * move + 1) / 6
