@@ -135,30 +135,41 @@ def check(env: SuiteEnv, batch: list[Sample], *, atol: float = 1e-5, rtol: float
     assert np.array_equal(term, want_t), f"termination: ours {term} vs dm_control {want_t}"
 
 
-def initial_states(domain: str, task: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """(n, nq) qpos and (n, nv) qvel of dm_control's first `n` episodes."""
+def initial_states(env: SuiteEnv, domain: str, task: str, n: int, seed: int = 0,
+                   info_keys: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """(n, ...) qpos, qvel and the task-info entries `info_keys` of dm_control's first `n` episodes."""
     dm = dm_env(domain, task, seed)
-    qs, vs = [], []
+    out: dict[str, list[np.ndarray]] = {"qpos": [], "qvel": [], **{k: [] for k in info_keys}}
     for _ in range(n):
         dm.reset()
-        qs.append(dm.physics.data.qpos.copy())
-        vs.append(dm.physics.data.qvel.copy())
-    return np.stack(qs), np.stack(vs)
+        out["qpos"].append(dm.physics.data.qpos.copy())
+        out["qvel"].append(dm.physics.data.qvel.copy())
+        info = env.task_info_from_physics(dm.physics) if info_keys else {}
+        for k in info_keys:
+            out[k].append(np.asarray(info[k], np.float64))
+    return {k: np.stack(v).reshape(n, -1) for k, v in out.items()}
 
 
 def check_initial_distribution(env: SuiteEnv, domain: str, task: str, n: int = 256, seed: int = 0,
-                               z: float = 5.0, spread: tuple[float, float] = (0.75, 1.33)) -> None:
-    """Assert that our resets draw q and qd from dm_control's distribution: per coordinate, the means
-    agree within `z` standard errors, the standard deviations within the ratio `spread`, and ours
-    stay within dm_control's observed range widened by a third of its width."""
-    want_q, want_v = initial_states(domain, task, n, seed)
-    states = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.key(seed), n))
-    got_q = np.asarray(states.pipeline_state.q, np.float64)
-    got_v = np.asarray(states.pipeline_state.qd, np.float64)
-    for name, got, want in (("qpos", got_q, want_q), ("qvel", got_v, want_v)):
-        assert got.shape == want.shape, f"{name}: shape {got.shape} != dm_control's {want.shape}"
-        for j in range(want.shape[1]):
-            g, w = got[:, j], want[:, j]
+                               z: float = 5.0, spread: tuple[float, float] = (0.75, 1.33), *,
+                               info_keys: tuple[str, ...] = (), draw_only: bool = False) -> None:
+    """Assert that our resets draw q, qd and the task-info entries `info_keys` (targets) from dm_control's
+    distribution: per coordinate, the means agree within `z` standard errors, the standard deviations
+    within the ratio `spread`, and ours stay within dm_control's observed range widened by a third of
+    its width. `draw_only`: sample `initial_state` alone, without the physics init (which keeps q, qd)."""
+    want = initial_states(env, domain, task, n, seed, info_keys)
+    keys = jax.random.split(jax.random.key(seed), n)
+    if draw_only:
+        q, qd, info = jax.jit(jax.vmap(env.initial_state))(keys)
+    else:
+        states = jax.jit(jax.vmap(env.reset))(keys)
+        q, qd, info = states.pipeline_state.q, states.pipeline_state.qd, states.info["task"]
+    got = {"qpos": q, "qvel": qd, **{k: info[k] for k in info_keys}}
+    for name, w_all in want.items():
+        g_all = np.asarray(got[name], np.float64).reshape(n, -1)
+        assert g_all.shape == w_all.shape, f"{name}: shape {g_all.shape} != dm_control's {w_all.shape}"
+        for j in range(w_all.shape[1]):
+            g, w = g_all[:, j], w_all[:, j]
             sw, sg = w.std(), g.std()
             se = np.sqrt((sw ** 2 + sg ** 2) / n) + 1e-6
             assert abs(g.mean() - w.mean()) <= z * se, (
