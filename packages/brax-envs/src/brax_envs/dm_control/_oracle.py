@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from brax_envs.dm_control._suite import SuiteEnv
+from brax_envs.dm_control._suite import SuiteEnv, suite_module
 
 
 class Sample(NamedTuple):
@@ -41,9 +41,7 @@ class Sample(NamedTuple):
 
 def dm_env(domain: str, task: str, seed: int) -> Any:
     """dm_control's environment of `domain`-`task` with task seed `seed`."""
-    from dm_control import suite
-
-    return suite.load(domain, task, task_kwargs={"random": seed})
+    return suite_module("").load(domain, task, task_kwargs={"random": seed})
 
 
 def samples(env: SuiteEnv, domain: str, task: str, *, steps: int, seed: int = 0,

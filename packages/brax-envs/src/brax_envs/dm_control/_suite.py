@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import abc
 import collections
+import contextlib
 import importlib
 import math
-from collections.abc import Mapping, Sequence
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 import brax_math
@@ -25,10 +28,26 @@ SOLVERS = ("default", "fast")
 """`solver` choices of every task: dm_control's own settings, or the domain's fast budget."""
 
 
-def suite_module(domain: str) -> Any:
-    """dm_control's module of suite domain `domain` (for its model), or an error naming the extra."""
+@contextlib.contextmanager
+def _without_dm_control_renderer() -> Iterator[None]:
+    """dm_control picks an OpenGL backend when first imported, which binds PyOpenGL's platform for the
+    process; we need its models only, so it picks none and brax_io stays free to choose."""
+    if "MUJOCO_GL" in os.environ or "dm_control" in sys.modules:
+        yield
+        return
+    os.environ["MUJOCO_GL"] = "disable"
     try:
-        return importlib.import_module(f"dm_control.suite.{domain}")
+        yield
+    finally:
+        os.environ.pop("MUJOCO_GL", None)
+
+
+def suite_module(domain: str) -> Any:
+    """dm_control's module of suite domain `domain` (for its model; `""`: the suite itself), or an error
+    naming the extra."""
+    try:
+        with _without_dm_control_renderer():
+            return importlib.import_module(f"dm_control.suite.{domain}" if domain else "dm_control.suite")
     except ModuleNotFoundError as e:
         if e.name is not None and e.name.split(".")[0] in ("dm_control", "lxml"):
             raise ModuleNotFoundError(

@@ -12,7 +12,7 @@ import pytest
 
 from brax_envs import testing
 from brax_envs.dm_control import _oracle, load
-from brax_envs.dm_control._suite import SuiteEnv
+from brax_envs.dm_control._suite import SuiteEnv, suite_module
 from brax_envs.dm_control.quadruped import Quadruped
 
 # Contact-driven values (hinge velocities, accelerometer, toe forces) carry our float32 constraint
@@ -24,6 +24,7 @@ OBS_TOL = {"egocentric_state": (1e-4, 1e-4), "imu": (1e-4, 1e-4), "force_torque"
 def _no_rendering(monkeypatch: pytest.MonkeyPatch) -> None:
     # dm_control's escape re-uploads its new terrain to a rendering context where one can be made:
     # none is needed here (and without an OpenGL platform, making one fails)
+    suite_module("quadruped")  # imports dm_control without binding an OpenGL platform
     engine = importlib.import_module("dm_control.mujoco.engine")
     monkeypatch.setattr(engine.Physics, "contexts", property(lambda self: None))
 
