@@ -35,7 +35,10 @@ def _run(env: brax_envs.Env, seed: int) -> tuple[jax.Array, jax.Array, jax.Array
     return nan.sum(), jnp.all(obs_ok), jnp.all(rew_ok)
 
 
-@pytest.mark.parametrize("name", sorted(brax_envs.registered_environments()))
+# dm_control's 51 suite tasks are checked against dm_control itself (brax_envs/dm_control/*_test.py);
+# 1000 random steps of each here would take most of CI's time.
+@pytest.mark.parametrize("name", sorted(n for n in brax_envs.registered_environments()
+                                        if not n.startswith("dm_control/")))
 def test_random_policy_runs_1000_steps_without_nan(name: str) -> None:
     env = brax_envs.get_environment(name)
     nan, obs_ok, rew_ok = jax.jit(lambda: _run(env, 0))()
