@@ -11,9 +11,9 @@ eulerdamp disabled) and the quadruped on a height field. Each runs at each budge
 its keyframe for 0.1 s under the keyframe's controls and under a small sinusoidal offset on them,
 and must track MuJoCo C's qpos within `QPOS_TOL` (free-joint quaternions up to sign).
 
-Some budgets make a scene chaotic in MuJoCo C itself: MuJoCo started 1e-6 off in qvel (float32
-roundoff is ~1e-7) leaves its own trajectory by more than `QPOS_TOL` within the 0.1 s, and no
-float32 engine can then track it to `QPOS_TOL`. For those cases the test checks that the chaos is
+Some budgets make a scene chaotic in MuJoCo C itself: MuJoCo started 1e-6 off in qvel (in any of
+four directions; float32 roundoff is ~1e-7) leaves its own trajectory by more than `QPOS_TOL`
+within the 0.1 s, and no float32 engine can then track it to `QPOS_TOL`. For those cases the test checks that the chaos is
 MuJoCo's (its spread under that perturbation, `mujoco_spread`, exceeds `CHAOTIC_SPREAD`) and that
 ours stays within `CHAOTIC_FACTOR` times that spread; every other case is held to `QPOS_TOL`.
 On the quadruped an impratio above 1 makes MuJoCo C chaotic at nearly every budget below 4
@@ -97,7 +97,7 @@ def _offset(m: mujoco.MjModel) -> tuple[np.ndarray, np.ndarray]:
     return amp, freq
 
 
-def mujoco_rollout(m: mujoco.MjModel, steps: int, offset: bool, dqvel: float = 0.0) -> np.ndarray:
+def mujoco_rollout(m: mujoco.MjModel, steps: int, offset: bool, dqvel: float | np.ndarray = 0.0) -> np.ndarray:
     """(steps, nq) MuJoCo C's qpos after each step from keyframe 0 (its qvel plus `dqvel`), under the
     keyframe's controls (plus the sinusoidal offset if `offset`)."""
     d = mujoco.MjData(m)
@@ -167,8 +167,13 @@ def max_qpos_error(m: mujoco.MjModel, got: np.ndarray, want: np.ndarray) -> tupl
 
 
 def mujoco_spread(m: mujoco.MjModel, steps: int, offset: bool) -> float:
-    """Max qpos distance between MuJoCo C's trajectory and MuJoCo C's started 1e-6 off in qvel."""
-    return max_qpos_error(m, mujoco_rollout(m, steps, offset, 1e-6), mujoco_rollout(m, steps, offset))[0]
+    """Max qpos distance between MuJoCo C's trajectory and MuJoCo C's started 1e-6 off in qvel, over
+    four directions of that offset (all +, all -, two fixed random sign patterns)."""
+    # One direction misses bifurcations: a contact that opens under -1e-6 and not under +1e-6.
+    base = mujoco_rollout(m, steps, offset)
+    signs = np.random.default_rng(0).choice([-1.0, 1.0], (2, m.nv))
+    dirs = [np.ones(m.nv), -np.ones(m.nv), *signs]
+    return max(max_qpos_error(m, mujoco_rollout(m, steps, offset, 1e-6 * d), base)[0] for d in dirs)
 
 
 def run_case(name: str, budget: tuple[int, int]) -> dict[bool, tuple[float, int, int, float]]:
