@@ -15,7 +15,8 @@ Some budgets make a scene chaotic in MuJoCo C itself: MuJoCo started 1e-6 off in
 four directions; float32 roundoff is ~1e-7) leaves its own trajectory by more than `QPOS_TOL`
 within the 0.1 s, and no float32 engine can then track it to `QPOS_TOL`. For those cases the test
 checks that the chaos is MuJoCo's (its spread under that perturbation, `mujoco_spread`, exceeds
-`CHAOTIC_SPREAD`) and that ours stays within `CHAOTIC_FACTOR` times that spread; every other case is held to `QPOS_TOL`.
+`CHAOTIC_SPREAD`) and that ours stays within `CHAOTIC_FACTOR` times that spread; every other case
+is held to `QPOS_TOL`.
 On the quadruped an impratio above 1 makes MuJoCo C chaotic at nearly every budget below 4
 iterations and 50 line-search steps (impratio 2 to 100 measured), so its cones use impratio 1;
 `solver_budget_test` checks the solver itself at impratio 5 in float64.
