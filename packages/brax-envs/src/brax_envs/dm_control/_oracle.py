@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from brax_envs import testing
 from brax_envs.dm_control._suite import SuiteEnv, suite_module
 
 
@@ -75,20 +76,38 @@ def samples(env: SuiteEnv, domain: str, task: str, *, steps: int, seed: int = 0,
     return out
 
 
-@functools.cache
-def _one_step(env: SuiteEnv) -> Callable[..., Any]:
-    sys = env.sys
+@jax.jit
+def _physics_step(sys: brax_physics.System, q: jax.Array, qd: jax.Array, act: jax.Array, warm: jax.Array,
+                  mocap_pos: jax.Array, mocap_quat: jax.Array, action: jax.Array) -> brax_physics.State:
+    """One physics step of ours from each of a batch of dm_control's states.
 
+    The model is an argument, not a constant: the tasks of a domain share one compiled program.
+    """
     def run(q: jax.Array, qd: jax.Array, act: jax.Array, warm: jax.Array, mocap_pos: jax.Array,
-            mocap_quat: jax.Array, action: jax.Array, info: dict[str, jax.Array]) -> Any:
-        ps = brax_physics.init(sys, q, qd, activation=act).replace(qacc_warmstart=warm)
-        # mocap bodies of ours that are static bodies in dm_control's model: the task places them
-        if mocap_pos.shape[0] != sys.nmocap:
-            placed = env.pipeline_state_init(q, qd, info)
-            mocap_pos, mocap_quat = placed.mocap_pos, placed.mocap_quat
-        ps = ps.replace(mocap_pos=mocap_pos, mocap_quat=mocap_quat)
-        ps = brax_physics.step(sys, ps, action)
+            mocap_quat: jax.Array, action: jax.Array) -> brax_physics.State:
+        ps = brax_physics.init(sys, q, qd, activation=act)
+        ps = ps.replace(qacc_warmstart=warm, mocap_pos=mocap_pos, mocap_quat=mocap_quat)
+        return brax_physics.step(sys, ps, action)
+
+    state: brax_physics.State = jax.vmap(run)(q, qd, act, warm, mocap_pos, mocap_quat, action)
+    return state
+
+
+@functools.cache
+def _readout(env: SuiteEnv) -> Callable[..., Any]:
+    """The task's batched observation, reward and termination of a physics state."""
+    def run(ps: brax_physics.State, action: jax.Array, info: dict[str, jax.Array]) -> Any:
         return env._observe(ps, info), env.reward(ps, info, action), env.termination(ps, info)
+
+    return jax.jit(jax.vmap(run))
+
+
+@functools.cache
+def _placed_mocap(env: SuiteEnv) -> Callable[..., tuple[jax.Array, jax.Array]]:
+    """The task's batched mocap poses: for mocap bodies of ours that are static in dm_control's model."""
+    def run(q: jax.Array, qd: jax.Array, info: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        placed = env.pipeline_state_init(q, qd, info)
+        return placed.mocap_pos, placed.mocap_quat
 
     return jax.jit(jax.vmap(run))
 
@@ -99,10 +118,14 @@ def ours(env: SuiteEnv, batch: list[Sample]) -> tuple[dict[str, np.ndarray], np.
         return jnp.asarray(np.stack(xs), jnp.float32)
 
     info = {k: stack([s.task_info[k] for s in batch]) for k in batch[0].task_info}
-    obs, rew, term = _one_step(env)(
-        stack([s.qpos for s in batch]), stack([s.qvel for s in batch]), stack([s.act for s in batch]),
-        stack([s.qacc_warmstart for s in batch]), stack([s.mocap_pos for s in batch]),
-        stack([s.mocap_quat for s in batch]), stack([s.action for s in batch]), info)
+    q, qd = stack([s.qpos for s in batch]), stack([s.qvel for s in batch])
+    mocap_pos, mocap_quat = stack([s.mocap_pos for s in batch]), stack([s.mocap_quat for s in batch])
+    if mocap_pos.shape[1] != env.sys.nmocap:  # the task places them
+        mocap_pos, mocap_quat = _placed_mocap(env)(q, qd, info)
+    action = stack([s.action for s in batch])
+    act, warm = stack([s.act for s in batch]), stack([s.qacc_warmstart for s in batch])
+    ps = _physics_step(env.sys, q, qd, act, warm, mocap_pos, mocap_quat, action)
+    obs, rew, term = _readout(env)(ps, action, info)
     return ({k: np.asarray(v, np.float64) for k, v in obs.items()}, np.asarray(rew, np.float64),
             np.asarray(term, np.float64))
 
@@ -150,18 +173,15 @@ def initial_states(env: SuiteEnv, domain: str, task: str, n: int, seed: int = 0,
 
 def check_initial_distribution(env: SuiteEnv, domain: str, task: str, n: int = 256, seed: int = 0,
                                z: float = 5.0, spread: tuple[float, float] = (0.75, 1.33), *,
-                               info_keys: tuple[str, ...] = (), draw_only: bool = False) -> None:
+                               info_keys: tuple[str, ...] = ()) -> None:
     """Assert that our resets draw q, qd and the task-info entries `info_keys` (targets) from dm_control's
     distribution: per coordinate, the means agree within `z` standard errors, the standard deviations
     within the ratio `spread`, and ours stay within dm_control's observed range widened by a third of
-    its width. `draw_only`: sample `initial_state` alone, without the physics init (which keeps q, qd)."""
+    its width. The draws are `initial_state`'s: `reset` starts the physics at them (`SuiteEnv.reset`;
+    `suite_test` checks it per domain), so its physics program need not compile here."""
     want = initial_states(env, domain, task, n, seed, info_keys)
     keys = jax.random.split(jax.random.key(seed), n)
-    if draw_only:
-        q, qd, info = jax.jit(jax.vmap(env.initial_state))(keys)
-    else:
-        states = jax.jit(jax.vmap(env.reset))(keys)
-        q, qd, info = states.pipeline_state.q, states.pipeline_state.qd, states.info["task"]
+    q, qd, info = jax.jit(jax.vmap(env.initial_state))(keys)
     got = {"qpos": q, "qvel": qd, **{k: info[k] for k in info_keys}}
     for name, w_all in want.items():
         g_all = np.asarray(got[name], np.float64).reshape(n, -1)
@@ -183,3 +203,15 @@ def check_initial_distribution(env: SuiteEnv, domain: str, task: str, n: int = 2
             assert g.min() >= lo and g.max() <= hi, (
                 f"{name}[{j}]: ours spans [{g.min():.4g}, {g.max():.4g}], "
                 f"dm_control's [{w.min():.4g}, {w.max():.4g}]")
+
+
+def check_env(env: SuiteEnv, **kwargs: Any) -> testing.EnvCheck:
+    """`testing.check_env(env, **kwargs)`, and that `reset` starts the physics at `initial_state`'s
+    draws (which `check_initial_distribution` compares with dm_control's)."""
+    check = testing.check_env(env, **kwargs)
+    for key in jax.random.split(jax.random.key(3), 2):
+        q, qd, _ = jax.jit(env.initial_state)(key)
+        ps = check.reset(key).pipeline_state
+        np.testing.assert_array_equal(np.asarray(ps.q), np.asarray(q, np.float32), err_msg="reset's q")
+        np.testing.assert_array_equal(np.asarray(ps.qd), np.asarray(qd, np.float32), err_msg="reset's qd")
+    return check

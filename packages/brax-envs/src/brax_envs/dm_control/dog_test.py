@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from typing import NamedTuple
 
 import brax_physics
 import jax
@@ -12,7 +11,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from brax_envs import testing
 from brax_envs.dm_control import _oracle
 from brax_envs.dm_control._suite import SuiteEnv
 from brax_envs.dm_control.dog import Dog
@@ -55,31 +53,10 @@ def test_fetch_matches_dm_control() -> None:
     _oracle.check(env, _oracle.samples(env, "dog", "fetch", steps=10, seed=1), obs_tol=OBS_TOL)
 
 
-class _Physics(NamedTuple):
-    q: jax.Array
-    qd: jax.Array
-    act: jax.Array
-
-
-class _Reset(NamedTuple):
-    pipeline_state: _Physics
-
-
-class _Draws:
-    """The env's initial-state draws without the physics init (which leaves q and qd as drawn)."""
-
-    def __init__(self, env: SuiteEnv) -> None:
-        self.env = env
-
-    def reset(self, rng: jax.Array) -> _Reset:
-        q, qd, info = self.env.initial_state(rng)
-        return _Reset(_Physics(q, qd, info["initial_act"]))
-
-
 @pytest.mark.parametrize("task", ["stand", "fetch"])  # walk, trot and run draw as stand does
 def test_initial_states_match_dm_control(task: str) -> None:
     env = _env(task)
-    _oracle.check_initial_distribution(env, "dog", task, draw_only=True)
+    _oracle.check_initial_distribution(env, "dog", task)
     # the actuator states: uniform in the control ranges, as dm_control's
     dm = _oracle.dm_env("dog", task, 0)
     want = []
@@ -87,7 +64,7 @@ def test_initial_states_match_dm_control(task: str) -> None:
         dm.reset()
         want.append(dm.physics.data.act.copy())
     w = np.stack(want)
-    got = np.asarray(jax.vmap(_Draws(env).reset)(jax.random.split(jax.random.key(0), 256)).pipeline_state.act)
+    got = np.asarray(jax.vmap(env.initial_state)(jax.random.split(jax.random.key(0), 256))[2]["initial_act"])
     lo, hi = dm.physics.model.actuator_ctrlrange.T
     assert np.all(w >= lo) and np.all(w <= hi) and np.all(got >= lo) and np.all(got <= hi)
     np.testing.assert_allclose(got.mean(0), w.mean(0), atol=5 * np.sqrt(1 / 3 / 64 + 1 / 3 / 256))
@@ -99,6 +76,6 @@ def test_check_env_and_episode_length() -> None:
     assert env.n_frames == 3 and env.episode_length == 1000
     # inactive slots of far-apart capsule-box pairs hold ill-conditioned contact points and frames, which
     # vmap's reordered float32 sums move by up to ~4e-4 of the leaf's scale (active slots: 2e-7)
-    check = testing.check_env(env, num_steps=2, atol=2e-3)
+    check = _oracle.check_env(env, num_steps=2, atol=2e-3)
     ps = check.states[0].pipeline_state
     np.testing.assert_array_equal(ps.act, check.states[0].info["task"]["initial_act"])
