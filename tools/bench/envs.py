@@ -17,6 +17,10 @@ auto-reset) with a randomization function over sliding friction and body masses,
 counters start staggered, so about `batch / --episode-length` envs hit their time limit every step,
 as in a long training run (terminations come on top); `per_episode_over_once_per_run` is the
 throughput ratio. E.g. `hatch run bench:envs --randomization --envs ant --batch 1024`.
+
+`--solvers` compares the `solver` options of dm_control suite tasks instead (ours only): dm_control's
+own settings (`solver-default`) and the domain's fast Newton budget (`solver-fast`), with
+`fast_over_default`, e.g. `hatch run bench:envs --solvers --envs dm_control/walker-walk --batch 128`.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ Result = dict[str, Any]
 IMPLS = ("ours", "brax")
 RANDOMIZATION_MODES = ("once_per_run", "once_per_run_fresh", "per_episode")
 DEFAULT_RANDOMIZATION_MODES = ("once_per_run", "per_episode")
+SOLVER_MODES = ("solver-default", "solver-fast")
 
 
 def _patch_jnp_clip() -> None:
@@ -63,7 +68,8 @@ def _patch_jnp_clip() -> None:
 
 
 def make_env(impl: str, name: str) -> Any:
-    """Build environment `name` of `impl` ('ours': brax-envs, 'brax': Google brax, generalized)."""
+    """Build environment `name` of `impl` ('ours': brax-envs, 'brax': Google brax, generalized;
+    'solver-default', 'solver-fast': ours with that suite task's `solver` option)."""
     if impl == "brax":
         _patch_google_brax()
         _patch_jnp_clip()
@@ -75,6 +81,8 @@ def make_env(impl: str, name: str) -> Any:
         return gbrax_envs.get_environment(name, backend="generalized")
     import brax_envs
 
+    if impl in SOLVER_MODES:
+        return brax_envs.get_environment(name, solver=impl.removeprefix("solver-"))
     return brax_envs.get_environment(name)
 
 
@@ -209,6 +217,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="compare domain randomization once per run and per episode (ours only)")
     ap.add_argument("--episode-length", type=int, default=1000,
                     help="with --randomization: the training wrappers' time limit")
+    ap.add_argument("--solvers", action="store_true",
+                    help="compare a dm_control suite task's solver options, default and fast (ours only)")
     ap.add_argument("--impls", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--one", nargs=2, metavar=("IMPL", "ENV"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -224,8 +234,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.one:
         run_worker(args.one[0], args.one[1], batches, args.steps, args.repeats, args.episode_length)
         return
-    choices = RANDOMIZATION_MODES if args.randomization else IMPLS
-    default = DEFAULT_RANDOMIZATION_MODES if args.randomization else IMPLS
+    if args.randomization and args.solvers:
+        ap.error("--randomization and --solvers are separate comparisons")
+    choices = RANDOMIZATION_MODES if args.randomization else SOLVER_MODES if args.solvers else IMPLS
+    default = DEFAULT_RANDOMIZATION_MODES if args.randomization else SOLVER_MODES if args.solvers else IMPLS
     impls = args.impls.split(",") if args.impls else list(default)
     for impl in impls:
         if impl not in choices:
@@ -252,6 +264,10 @@ def main(argv: list[str] | None = None) -> None:
             each = row.get("per_episode", {}).get("env_steps_per_s")
             if once and each:
                 row["per_episode_over_once_per_run"] = round(each / once, 3)
+            slow = row.get("solver-default", {}).get("env_steps_per_s")
+            fast = row.get("solver-fast", {}).get("env_steps_per_s")
+            if slow and fast:
+                row["fast_over_default"] = round(fast / slow, 3)
             if errors:
                 row["error"] = "; ".join(errors)
             print(json.dumps(row), flush=True)

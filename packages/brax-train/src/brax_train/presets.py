@@ -11,6 +11,7 @@ config with `RUN_BASE`'s run settings.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from brax_train import agents
@@ -179,6 +180,27 @@ PPO_PRESETS.update({
 })
 
 
+
+@dataclasses.dataclass(frozen=True)
+class Band:
+    """A recipe's recorded result: PPO's final evaluation return after `num_timesteps` steps of its
+    preset, measured over `seeds`, and the bar `brax-train reproduce` holds a run to."""
+
+    num_timesteps: int
+    """Steps of the run (the preset's own, or fewer for a quick band)."""
+    low: float
+    """The pass bar: the lowest measured return less a margin for hardware round-off."""
+    measured: tuple[float, ...]
+    """The final evaluation return of each seed of `seeds`, as measured."""
+    seeds: tuple[int, ...]
+    """The seeds measured (and `reproduce`'s default)."""
+    where: str
+    """The machine and wall time per seed of the measurement."""
+
+
+PPO_BANDS: dict[str, dict[str, Band]] = {}
+"""Recorded bands per environment: `"full"` (the preset's steps) and `"quick"` (fewer, for a check)."""
+
 RUN_BASE: dict[str, Any] = {
     "num_timesteps": 1_000_000,
     "num_evals": 10,
@@ -259,4 +281,4 @@ def environments(agent: str = "ppo") -> tuple[str, ...]:
     return tuple(PPO_PRESETS if agent == "ppo" else _AGENT_PRESETS.get(agent, {}))
 
 
-__all__ = ["PPO_BASE", "PPO_PRESETS", "RUN_BASE", "environments", "preset"]
+__all__ = ["PPO_BANDS", "PPO_BASE", "PPO_PRESETS", "RUN_BASE", "Band", "environments", "preset"]

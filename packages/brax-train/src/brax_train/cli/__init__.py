@@ -1,4 +1,4 @@
-"""The `brax-train` command line: `train`, `resume`, `eval`, `render`, `envs`, `doctor`.
+"""The `brax-train` command line: train, resume, eval, render, envs, doctor, export, reproduce.
 
 `main(argv)` is the console-script entry point; it returns the exit status (0 success, 1 a
 command failed, 2 bad arguments, 130 interrupted).

@@ -26,7 +26,19 @@ from brax_train import distributed as dist
 from brax_train.cli import _settings
 from brax_train.cli._doctor import cmd_doctor
 from brax_train.cli._errors import CommandError, UsageError, one_line
-from brax_train.cli._parser import AUTO, RENDER_SUFFIXES, Doctor, Envs, Eval, Export, Render, Resume, Train
+from brax_train.cli._parser import (
+    AUTO,
+    RENDER_SUFFIXES,
+    Doctor,
+    Envs,
+    Eval,
+    Export,
+    Render,
+    Reproduce,
+    Resume,
+    Train,
+    parse,
+)
 from brax_train.cli._rundir import RunDir
 from brax_train.cli._settings import RunSpec
 
@@ -401,13 +413,68 @@ def cmd_export(args: Export) -> int:
     return 0
 
 
+def cmd_reproduce(args: Reproduce) -> int:
+    """`brax-train reproduce ENV`: train ENV's PPO recipe once per seed and hold each final evaluation
+    return to the recorded band's bar; exit status 0 when every seed passes, 1 otherwise."""
+    kind = "quick" if args.quick else "full"
+    bands = presets.PPO_BANDS.get(args.env, {})
+    if kind not in bands:
+        recorded = ", ".join(f"{e} ({', '.join(b)})" for e, b in sorted(presets.PPO_BANDS.items())) or "none"
+        raise UsageError(f"ENV: no {kind} band recorded for {args.env!r}; recorded: {recorded}")
+    band = bands[kind]
+    seeds = band.seeds if args.seeds is None else args.seeds
+    now = datetime.datetime.now().astimezone()
+    name = f"reproduce-{args.env.replace('/', '_')}-{now:%Y%m%d-%H%M%S}"
+    root = pathlib.Path(args.run_dir or pathlib.Path("runs") / name)
+    _err(f"brax-train: reproducing {args.env} ({kind} band: return >= {band.low:g} after "
+         f"{band.num_timesteps:,} steps; measured {', '.join(f'{r:.4g}' for r in band.measured)} "
+         f"for seeds {', '.join(map(str, band.seeds))} on {band.where})")
+    trains = []
+    for seed in seeds:
+        train = parse(["train", "--env", args.env, "--run-dir", str(root / f"seed-{seed}"), "--no-replay",
+                       "--set", f"num_timesteps={band.num_timesteps}", "--set", f"seed={seed}"])
+        assert isinstance(train, Train)
+        trains.append(train)
+    cpu_devices = args.cpu_devices  # once for all seeds: JAX makes its devices before its first computation
+    if cpu_devices == AUTO:
+        cpu_devices = _auto_cpu_devices("ppo", _settings.resolve(trains[0], device_count=1)[1], None)
+    _cpu_devices(int(cpu_devices))
+    results = []
+    for seed, train in zip(seeds, trains, strict=True):
+        t0 = time.monotonic()
+        cmd_train(train)
+        assert train.run_dir is not None
+        results.append((seed, _final_eval_return(RunDir(train.run_dir)), time.monotonic() - t0))
+    lines = [f"{'seed':>6}  {'return':>10}  {'minutes':>7}  result"]
+    for seed, ret, seconds in results:
+        verdict = "pass" if ret >= band.low else "FAIL"
+        lines.append(f"{seed:>6}  {ret:>10.4g}  {seconds / 60:>7.1f}  {verdict}")
+    passed = all(ret >= band.low for _, ret, _ in results)
+    bar = f"bar {band.low:g} after {band.num_timesteps:,} steps"
+    lines.append(f"{args.env}: {'PASS' if passed else 'FAIL'} ({bar})")
+    print("\n".join(lines), flush=True)
+    return 0 if passed else 1
+
+
+def _final_eval_return(run: RunDir) -> float:
+    """The last evaluation return a run's metrics.jsonl records."""
+    last = None
+    for line in run.metrics.read_text().splitlines():
+        row = json.loads(line)
+        if reporting.EVAL_REWARD in row:
+            last = float(row[reporting.EVAL_REWARD])
+    if last is None:
+        raise CommandError(f"{run.metrics}: no evaluation recorded")
+    return last
+
+
 COMMANDS: dict[type, Callable[[Any], int]] = {
     Train: cmd_train, Resume: cmd_resume, Eval: cmd_eval, Render: cmd_render, Envs: cmd_envs,
-    Doctor: cmd_doctor, Export: cmd_export,
+    Doctor: cmd_doctor, Export: cmd_export, Reproduce: cmd_reproduce,
 }
 """The function that runs each command."""
 
 __all__ = [
-    "COMMANDS", "cmd_envs", "cmd_eval", "cmd_export", "cmd_render", "cmd_resume", "cmd_train", "env_rows",
-    "make_env", "rollout",
+    "COMMANDS", "cmd_envs", "cmd_eval", "cmd_export", "cmd_render", "cmd_reproduce", "cmd_resume",
+    "cmd_train", "env_rows", "make_env", "rollout",
 ]

@@ -294,11 +294,23 @@ class Export(_Command):
     out: Annotated[str, _opt("FILE", "the exported file")]
 
 
-Command = Train | Resume | Eval | Render | Envs | Doctor | Export
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Reproduce(CacheFlag, _Devices, _Command):
+    """Train an environment's PPO recipe per seed and check each final return against its recorded band."""
+
+    env: Annotated[str, conf.Positional, _opt("NAME", "environment with a recorded band (presets.PPO_BANDS)")]
+    quick: Annotated[bool, conf.FlagCreatePairsOff, _opt(None, "the quick band: fewer steps")] = False
+    seeds: Annotated[tuple[Index, ...] | None, _opt("N", "seeds to train", "the band's seeds")] = None
+    run_dir: Annotated[str | None, _opt("DIR", "new directory for the seeds' runs",
+                                        "runs/reproduce-<env>-<time>")] = None
+
+
+Command = Train | Resume | Eval | Render | Envs | Doctor | Export | Reproduce
 _COMMANDS: Any = Annotated[Train, conf.subcommand("train")] | Annotated[Resume, conf.subcommand("resume")]
 _COMMANDS |= Annotated[Eval, conf.subcommand("eval")] | Annotated[Render, conf.subcommand("render")]
 _COMMANDS |= Annotated[Envs, conf.subcommand("envs")] | Annotated[Doctor, conf.subcommand("doctor")]
 _COMMANDS |= Annotated[Export, conf.subcommand("export")]
+_COMMANDS |= Annotated[Reproduce, conf.subcommand("reproduce")]
 
 
 def fold(text: str) -> str:
@@ -356,6 +368,6 @@ def parse_train_flags(train: Train, defaults: RunConfig) -> Any:
 
 __all__ = [
     "DEFAULT_ENV", "NOT_SETTABLE", "PROG", "REGISTRY", "RENDER_SUFFIXES", "Command", "Count", "Doctor",
-    "Envs", "Eval", "Export", "Index", "Render", "Resume", "Train", "call", "fold", "parse", "parse_int",
-    "parse_settings", "parse_train_flags", "parse_value",
+    "Envs", "Eval", "Export", "Index", "Render", "Reproduce", "Resume", "Train", "call", "fold", "parse",
+    "parse_int", "parse_settings", "parse_train_flags", "parse_value",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 from typing import Any
@@ -165,3 +166,33 @@ def test_auto_cpu_devices_divides_the_settings() -> None:
     # a setting no device count fixes: 1, and training reports the setting
     assert auto_cpu_devices("ppo", c.replace(learning_rate=-1.0), processes=1, cores=8) == 1
     assert cpu_cores() >= 1
+
+
+def test_reproduce_holds_each_seed_to_the_band(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiny = presets.PPO_PRESETS["fast"].replace(num_envs=8, batch_size=8, num_minibatches=2, unroll_length=5,
+                                               num_evals=2, num_eval_envs=2, episode_length=20)
+    monkeypatch.setitem(presets.PPO_PRESETS, "fast", tiny)
+    band = presets.Band(num_timesteps=640, low=-1e9, measured=(0.0,), seeds=(0,), where="a test")
+    monkeypatch.setitem(presets.PPO_BANDS, "fast", {"quick": band})
+    assert main(["reproduce", "fast", "--quick", "--run-dir", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr()
+    assert "quick band: return >= -1e+09 after 640 steps" in out.err
+    rows = [line.split() for line in out.out.splitlines()]
+    assert rows[1][0] == "0" and rows[1][-1] == "pass" and rows[-1][:2] == ["fast:", "PASS"]
+    ret = json.loads((tmp_path / "a" / "seed-0" / "config.json").read_text())["ppo"]
+    assert (ret["num_timesteps"], ret["seed"], ret["num_envs"]) == (640, 0, 8)
+    # a bar above any return fails each seed asked for, with exit status 1
+    monkeypatch.setitem(presets.PPO_BANDS, "fast", {"quick": dataclasses.replace(band, low=1e9)})
+    assert main(["reproduce", "fast", "--quick", "--seeds", "1", "2", "--run-dir", str(tmp_path / "b")]) == 1
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [r[0] for r in rows[1:3]] == ["1", "2"] and {r[-1] for r in rows[1:3]} == {"FAIL"}
+    assert rows[-1][:2] == ["fast:", "FAIL"]
+
+
+def test_reproduce_without_a_band(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reproduce", "fast"]) == 2
+    err = capsys.readouterr().err
+    assert "no full band recorded for 'fast'; recorded: " in err
+    assert "dm_control/cartpole-balance (full, quick)" in err
