@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from brax_envs import testing
 from brax_envs.dm_control._suite import SuiteEnv, suite_module
 
 
@@ -177,8 +176,8 @@ def check_initial_distribution(env: SuiteEnv, domain: str, task: str, n: int = 2
     """Assert that our resets draw q, qd and the task-info entries `info_keys` (targets) from dm_control's
     distribution: per coordinate, the means agree within `z` standard errors, the standard deviations
     within the ratio `spread`, and ours stay within dm_control's observed range widened by a third of
-    its width. The draws are `initial_state`'s: `reset` starts the physics at them (`SuiteEnv.reset`;
-    `suite_test` checks it per domain), so its physics program need not compile here."""
+    its width. The draws are `initial_state`'s, at which `reset` starts the physics (`suite_test`
+    checks that), so no physics program compiles here."""
     want = initial_states(env, domain, task, n, seed, info_keys)
     keys = jax.random.split(jax.random.key(seed), n)
     q, qd, info = jax.jit(jax.vmap(env.initial_state))(keys)
@@ -204,14 +203,3 @@ def check_initial_distribution(env: SuiteEnv, domain: str, task: str, n: int = 2
                 f"{name}[{j}]: ours spans [{g.min():.4g}, {g.max():.4g}], "
                 f"dm_control's [{w.min():.4g}, {w.max():.4g}]")
 
-
-def check_env(env: SuiteEnv, **kwargs: Any) -> testing.EnvCheck:
-    """`testing.check_env(env, **kwargs)`, and that `reset` starts the physics at `initial_state`'s
-    draws (which `check_initial_distribution` compares with dm_control's)."""
-    check = testing.check_env(env, **kwargs)
-    for key in jax.random.split(jax.random.key(3), 2):
-        q, qd, _ = jax.jit(env.initial_state)(key)
-        ps = check.reset(key).pipeline_state
-        np.testing.assert_array_equal(np.asarray(ps.q), np.asarray(q, np.float32), err_msg="reset's q")
-        np.testing.assert_array_equal(np.asarray(ps.qd), np.asarray(qd, np.float32), err_msg="reset's qd")
-    return check

@@ -221,20 +221,31 @@ class SuiteEnv(PipelineEnv):
         return m @ com_vel / jnp.sum(m)
 
     def _subtree_mask(self, body: str) -> np.ndarray:
-        root = int(self.body_ids(body)[0])
-        parent = self.model.body_parentid
-        mask = np.zeros(self.model.nbody, bool)
-        for b in range(self.model.nbody):
-            a = b
-            while a > 0 and a != root:
-                a = int(parent[a])
-            mask[b] = a == root
-        return mask
+        return subtree_mask(self.model, int(self.body_ids(body)[0]))
 
     def sensor(self, ps: brax_physics.State, name: str) -> jax.Array:
         """The values of the sensor called `name` (MuJoCo sensordata; acceleration-stage sensors are
         those of the last physics step's start, as dm_control's after its step)."""
         return brax_physics.sensor(self.sys, ps, name)
+
+
+PENETRATION_SLACK = 1e-6
+"""Contacts shallower than this (m) are float32 round-off of exact touching (where dm_control's float64
+test goes either way), not penetration, for the contact-free tests of resets."""
+
+
+def penetrating(contact: brax_physics.Contact) -> jax.Array:
+    """() bool: whether any contact penetrates deeper than `PENETRATION_SLACK` (MuJoCo's ncon > 0)."""
+    return jnp.any(contact.active & (contact.dist < -PENETRATION_SLACK))
+
+
+def subtree_mask(model: mujoco.MjModel, root: int) -> np.ndarray:
+    """(nbody,) bool: the bodies of `root`'s subtree (MuJoCo's body_parentid tree)."""
+    inside = np.zeros(model.nbody, bool)
+    inside[root] = True
+    for b in range(root + 1, model.nbody):  # parents precede children in MuJoCo's body order
+        inside[b] = inside[int(model.body_parentid[b])]
+    return inside
 
 
 def _n_sub_steps(control_timestep: float, physics_timestep: float) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from brax_envs import testing
 from brax_envs.dm_control import _oracle, load
 from brax_envs.dm_control._suite import SuiteEnv
 
@@ -25,4 +26,4 @@ def test_initial_states_match_dm_control() -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("catch")
     assert env.n_frames == 10 and env.episode_length == 1000
-    _oracle.check_env(env)
+    testing.check_env(env)

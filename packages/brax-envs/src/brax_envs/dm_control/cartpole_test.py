@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from brax_envs import testing
 from brax_envs.dm_control import _oracle, load
 
 TASKS = ("balance", "balance_sparse", "swingup", "swingup_sparse", "two_poles", "three_poles")
@@ -23,4 +24,4 @@ def test_initial_states_match_dm_control(task: str) -> None:
 def test_check_env_and_episode_length() -> None:
     env = load("cartpole", "swingup")
     assert env.n_frames == 1 and env.episode_length == 1000
-    _oracle.check_env(env)
+    testing.check_env(env)

@@ -9,6 +9,7 @@ import mujoco
 import numpy as np
 import pytest
 
+from brax_envs import testing
 from brax_envs.dm_control import _oracle, load
 from brax_envs.dm_control._suite import SuiteEnv
 from brax_envs.dm_control.finger import Finger
@@ -72,4 +73,4 @@ def test_contact_check_matches_mujoco() -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("turn_hard")
     assert env.n_frames == 2 and env.episode_length == 1000
-    _oracle.check_env(env)
+    testing.check_env(env)

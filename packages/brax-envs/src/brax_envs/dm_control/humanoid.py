@@ -10,47 +10,17 @@ import brax_math
 import brax_physics
 import jax
 import jax.numpy as jnp
-import mujoco
-import numpy as np
 
-from brax_envs.dm_control._suite import SuiteEnv, randomize_limited_and_rotational_joints, suite_model
+from brax_envs.dm_control._suite import (
+    SuiteEnv,
+    penetrating,
+    randomize_limited_and_rotational_joints,
+    suite_model,
+)
 from brax_envs.dm_control.rewards import tolerance
 
 STAND_HEIGHT = 1.4
 """Head height (m) above which the humanoid counts as standing."""
-
-
-def collision_probe(sys: brax_physics.System) -> brax_physics.System:
-    """`sys` with constraints (hence the solver) and sensors off: a cheap `init` for contact tests."""
-    flags = sys.opt.disableflags | mujoco.mjtDisableBit.mjDSBL_CONSTRAINT | mujoco.mjtDisableBit.mjDSBL_SENSOR
-    return sys.replace(opt=sys.opt.replace(disableflags=int(flags)))
-
-
-PENETRATION_SLACK = 1e-6
-"""Contacts shallower than this (m) are float32 round-off of exact touching (where dm_control's float64
-test goes either way), not penetration, for the contact-free tests of resets."""
-
-
-def penetrating(contact: brax_physics.Contact) -> jax.Array:
-    """() bool: whether any contact penetrates deeper than `PENETRATION_SLACK` (MuJoCo's ncon > 0)."""
-    return jnp.any(contact.active & (contact.dist < -PENETRATION_SLACK))
-
-
-def subtree_mask(model: mujoco.MjModel, root: int) -> np.ndarray:
-    """(nbody,) bool: the bodies of `root`'s subtree (MuJoCo's body_parentid tree)."""
-    inside = np.zeros(model.nbody, bool)
-    inside[root] = True
-    for b in range(root + 1, model.nbody):  # parents precede children in MuJoCo's body order
-        inside[b] = inside[int(model.body_parentid[b])]
-    return inside
-
-
-def subtree_linvel(sys: brax_physics.System, ps: brax_physics.State, mask: np.ndarray) -> jax.Array:
-    """(3,) mass-weighted mean velocity of the centres of mass of the bodies in `mask` at `ps`
-    (MuJoCo's subtreelinvel sensor, from the state's own body velocities)."""
-    com_vel = ps.xd.vel + brax_math.cross(ps.xd.ang, ps.xipos - ps.x.pos)
-    m = sys.body_mass * jnp.asarray(mask, sys.body_mass.dtype)
-    return m @ com_vel / jnp.sum(m)
 
 
 class Humanoid(SuiteEnv):
@@ -90,8 +60,6 @@ class Humanoid(SuiteEnv):
         self._root = int(self.body_ids(self.root)[0])
         self._head = int(self.body_ids("head")[0])
         self._limbs = self.body_ids(*self.limbs)
-        self._subtree = subtree_mask(self.model, self._root)
-        self._probe = collision_probe(self.sys)
 
     def initial_state(self, rng: jax.Array) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
         """Joints drawn as dm_control's `randomize_limited_and_rotational_joints`, redrawn while any
@@ -106,7 +74,7 @@ class Humanoid(SuiteEnv):
             i, key, _, _ = c
             key, k = jax.random.split(key)
             q = randomize_limited_and_rotational_joints(self.model, k, q0)
-            touching = penetrating(brax_physics.init(self._probe, q).contact)
+            touching = penetrating(brax_physics.contacts(self.sys, q))
             return i + 1, key, q, touching
 
         start = (jnp.zeros((), jnp.int32), rng, q0, jnp.ones((), bool))
@@ -118,7 +86,7 @@ class Humanoid(SuiteEnv):
 
     def com_velocity(self, ps: brax_physics.State) -> jax.Array:
         """(3,) velocity of the root subtree's centre of mass (dm_control's subtreelinvel sensor)."""
-        return subtree_linvel(self.sys, ps, self._subtree)
+        return self.subtree_linvel(ps, self.root)
 
     def observation(self, ps: brax_physics.State, info: Mapping[str, jax.Array]) -> dict[str, jax.Array]:
         """`position`, `velocity` (pure state) or the egocentric features (an OrderedDict: jax keeps

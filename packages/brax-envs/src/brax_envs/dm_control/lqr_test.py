@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from brax_envs import testing
 from brax_envs.dm_control import _oracle, load
 from brax_envs.dm_control._suite import SuiteEnv
 
@@ -55,4 +56,4 @@ def test_terminates_at_rest_at_zero() -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("lqr_6_2")
     assert env.n_frames == 1 and env.episode_length is None
-    _oracle.check_env(env)
+    testing.check_env(env)

@@ -7,6 +7,7 @@ import functools
 import numpy as np
 import pytest
 
+from brax_envs import testing
 from brax_envs.dm_control import _oracle, load
 from brax_envs.dm_control._suite import SuiteEnv
 
@@ -33,7 +34,7 @@ def test_initial_states_match_dm_control(task: str) -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("insert_ball")
     assert env.n_frames == 10 and env.episode_length == 1000
-    check = _oracle.check_env(env)
+    check = testing.check_env(env)
     # the cup (a mocap body) sits at the target, from the reset state on
     for state in check.states[:2]:
         target = np.asarray(state.info["task"]["target"])

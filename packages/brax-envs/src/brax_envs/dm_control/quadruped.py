@@ -15,8 +15,7 @@ import mujoco
 import numpy as np
 
 from brax_envs.base import State
-from brax_envs.dm_control._suite import SuiteEnv, suite_module
-from brax_envs.dm_control.humanoid import PENETRATION_SLACK, collision_probe, penetrating, subtree_mask
+from brax_envs.dm_control._suite import PENETRATION_SLACK, SuiteEnv, penetrating, subtree_mask, suite_module
 from brax_envs.dm_control.rewards import tolerance
 
 TASKS = ("walk", "run", "escape", "fetch")
@@ -85,7 +84,6 @@ class Quadruped(SuiteEnv):
             raise ValueError(f"unknown quadruped task {task!r}; tasks: {TASKS}")
         super().__init__(task, quadruped_model(task), solver=solver, debug=debug)
         m = self.model
-        self._probe = collision_probe(self.sys)
         self._torso = int(self.body_ids("torso")[0])
         hinges = np.flatnonzero(m.jnt_type == mujoco.mjtJoint.mjJNT_HINGE)
         self._hinge_q = np.asarray(m.jnt_qposadr[hinges], np.int32)
@@ -156,7 +154,7 @@ class Quadruped(SuiteEnv):
 
     # ---- episodes ----
 
-    def _lift(self, probe: brax_physics.System, q: jax.Array) -> jax.Array:
+    def _lift(self, sys: brax_physics.System, q: jax.Array) -> jax.Array:
         """`q` with the root at the lowest z = k·LIFT_STEP (k >= 0) without contacts, as dm_control's
         `_find_non_contacting_height`. A contact `d` deep persists for lifts below `d` (signed distance
         changes no faster than a translation), so the search skips those (less one step, for round-off)."""
@@ -171,7 +169,7 @@ class Quadruped(SuiteEnv):
                  ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
             k, _, depth, n = c
             k = k + jnp.maximum(1, jnp.floor(depth / LIFT_STEP).astype(jnp.int32) - 1)
-            con = brax_physics.init(probe, lifted(k)).contact
+            con = brax_physics.contacts(sys, lifted(k))
             depth = jnp.max(jnp.where(con.active, -con.dist, 0.0), initial=0.0)
             return k, penetrating(con), depth, n + 1
 
@@ -225,7 +223,7 @@ class Quadruped(SuiteEnv):
         else:
             quat = jax.random.normal(k_quat, (4,), q.dtype)
             quat = quat / jnp.linalg.norm(quat)
-        q = self._lift(self._episode_sys(self._probe, info), q.at[3:7].set(quat))
+        q = self._lift(self._episode_sys(self.sys, info), q.at[3:7].set(quat))
         if self._fetch:
             bq, bv = self._ball_q.start, self._ball_v.start
             ball = jax.random.uniform(k_ball, (2,), q.dtype, -self._spawn, self._spawn)

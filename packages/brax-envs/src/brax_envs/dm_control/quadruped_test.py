@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from brax_envs import testing
 from brax_envs.dm_control import _oracle, load
 from brax_envs.dm_control._suite import SuiteEnv, suite_module
 from brax_envs.dm_control.quadruped import Quadruped
@@ -77,4 +78,4 @@ def test_initial_states_match_dm_control(task: str) -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("escape")
     assert env.n_frames == 4 and env.episode_length == 1000
-    _oracle.check_env(env)
+    testing.check_env(env)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import jax
+import numpy as np
 import pytest
 
 import brax_envs
@@ -38,3 +40,18 @@ def test_without_dm_control_the_error_names_the_extra(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "dm_control", None)  # what `import dm_control` sees uninstalled
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'brax-envs\[dm-control\]'"):
         dm_control.load("cartpole", "balance")
+
+
+@pytest.mark.parametrize(("domain", "task"), [("cartpole", "swingup"), ("point_mass", "hard")])
+def test_reset_starts_the_physics_at_the_draws(domain: str, task: str) -> None:
+    # the initial-state tests compare `initial_state`'s draws with dm_control's; reset must start there
+    # (cartpole: SuiteEnv's own physics init; point_mass-hard: a domain's, on the episode's System)
+    env = dm_control.load(domain, task)
+    keys = jax.random.split(jax.random.key(3), 2)
+    q, qd, info = jax.vmap(env.initial_state)(keys)
+    state = jax.jit(jax.vmap(env.reset))(keys)
+    # (eager draws against jitted ones: XLA may fuse a draw's scaling, moving it by an ulp)
+    np.testing.assert_allclose(state.pipeline_state.q, q, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(state.pipeline_state.qd, qd, rtol=1e-6, atol=1e-7)
+    for k, v in info.items():
+        np.testing.assert_allclose(state.info["task"][k], v, rtol=1e-6, atol=1e-7, err_msg=k)

@@ -6,6 +6,7 @@ import functools
 
 import pytest
 
+from brax_envs import testing
 from brax_envs.dm_control import _oracle, load
 from brax_envs.dm_control._suite import SuiteEnv
 
@@ -31,4 +32,4 @@ def test_initial_states_match_dm_control() -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("walk")
     assert env.n_frames == 10 and env.episode_length == 1000
-    _oracle.check_env(env)
+    testing.check_env(env)
