@@ -168,6 +168,12 @@ def test_auto_cpu_devices_divides_the_settings() -> None:
     assert cpu_cores() >= 1
 
 
+def _table(out: str) -> list[list[str]]:
+    """The rows of `reproduce`'s table (after each training run's own lines), header first."""
+    rows = [line.split() for line in out.splitlines()]
+    return rows[rows.index(["seed", "return", "minutes", "result"]):]
+
+
 def test_reproduce_holds_each_seed_to_the_band(
     monkeypatch: pytest.MonkeyPatch, tmp_path: pathlib.Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -179,14 +185,14 @@ def test_reproduce_holds_each_seed_to_the_band(
     assert main(["reproduce", "fast", "--quick", "--run-dir", str(tmp_path / "a")]) == 0
     out = capsys.readouterr()
     assert "quick band: return >= -1e+09 after 640 steps" in out.err
-    rows = [line.split() for line in out.out.splitlines()]
+    rows = _table(out.out)
     assert rows[1][0] == "0" and rows[1][-1] == "pass" and rows[-1][:2] == ["fast:", "PASS"]
     ret = json.loads((tmp_path / "a" / "seed-0" / "config.json").read_text())["ppo"]
     assert (ret["num_timesteps"], ret["seed"], ret["num_envs"]) == (640, 0, 8)
     # a bar above any return fails each seed asked for, with exit status 1
     monkeypatch.setitem(presets.PPO_BANDS, "fast", {"quick": dataclasses.replace(band, low=1e9)})
     assert main(["reproduce", "fast", "--quick", "--seeds", "1", "2", "--run-dir", str(tmp_path / "b")]) == 1
-    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    rows = _table(capsys.readouterr().out)
     assert [r[0] for r in rows[1:3]] == ["1", "2"] and {r[-1] for r in rows[1:3]} == {"FAIL"}
     assert rows[-1][:2] == ["fast:", "FAIL"]
 
@@ -195,4 +201,4 @@ def test_reproduce_without_a_band(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["reproduce", "fast"]) == 2
     err = capsys.readouterr().err
     assert "no full band recorded for 'fast'; recorded: " in err
-    assert "dm_control/cartpole-balance (full, quick)" in err
+    assert "dm_control/cartpole-balance (full, quick), dm_control/point_mass-easy (full)" in err
