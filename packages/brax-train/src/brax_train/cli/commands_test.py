@@ -1,4 +1,4 @@
-"""The commands in-process on the `fast` environment: train, resume (extend), eval, render, envs, doctor."""
+"""The commands in-process on the `fast` environment: train, resume, eval, render, envs, doctor, reproduce."""
 
 from __future__ import annotations
 

@@ -41,7 +41,8 @@ def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
         (["eval", "d", "-n", "0"], "--episodes: expected a positive integer, got '0'"),
         (["render", "d"], "Missing from brax-train render: --out FILE"),
         (["bogus"], "Unrecognized options: bogus; Available subcommands: train, resume, eval, render, envs"),
-        ([], "Missing subcommand: Expected one of {train, resume, eval, render, envs, doctor, export}"),
+        ([], "Missing subcommand: Expected one of "
+             "{train, resume, eval, render, envs, doctor, export, reproduce}"),
         (["train", "--env"], "Missing value for argument '--env'"),
         (["envs", "--bogus"], "Unrecognized options: --bogus"),
     ],
