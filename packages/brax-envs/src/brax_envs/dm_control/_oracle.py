@@ -112,7 +112,8 @@ def _placed_mocap(env: SuiteEnv) -> Callable[..., tuple[jax.Array, jax.Array]]:
 
 
 def ours(env: SuiteEnv, batch: list[Sample]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """Our observations, rewards and terminations for dm_control's samples (one batched program)."""
+    """Our observations, rewards and terminations for dm_control's samples (batched programs: the
+    model's physics step, shared by its tasks, then the task's readout)."""
     def stack(xs: list[np.ndarray]) -> jax.Array:
         return jnp.asarray(np.stack(xs), jnp.float32)
 
@@ -202,4 +203,3 @@ def check_initial_distribution(env: SuiteEnv, domain: str, task: str, n: int = 2
             assert g.min() >= lo and g.max() <= hi, (
                 f"{name}[{j}]: ours spans [{g.min():.4g}, {g.max():.4g}], "
                 f"dm_control's [{w.min():.4g}, {w.max():.4g}]")
-
