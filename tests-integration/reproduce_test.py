@@ -1,8 +1,8 @@
 """`brax-train reproduce` end to end: a suite recipe's quick band reproduced on this machine.
 
-Each run is the real command in a subprocess, with XLA's default optimization (the tests' conftest
-lowers it for compile time; the bands were measured as users run), one seed: the recipe trains and
-its final evaluation return must clear the band's recorded bar.
+Each run is the real command in a subprocess, as users run it and as the bands were measured (XLA's
+default optimization and one CPU device, where the tests' conftest lowers the one and forces two),
+one seed: the recipe trains and its final evaluation return must clear the band's recorded bar.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ QUICK = ("dm_control/cartpole-balance",)  # point_mass-easy learns nothing measu
 
 
 def _user_xla_flags() -> str:
-    """The tests' XLA_FLAGS without the lowered optimization level."""
-    flags = os.environ.get("XLA_FLAGS", "").split()
-    return " ".join(f for f in flags if not f.startswith("--xla_backend_optimization_level"))
+    """The tests' XLA_FLAGS without their lowered optimization level and forced host devices."""
+    ours = ("--xla_backend_optimization_level", "--xla_force_host_platform_device_count")
+    return " ".join(f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(ours))
 
 
 @pytest.mark.parametrize("env", QUICK)
