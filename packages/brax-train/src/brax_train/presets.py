@@ -181,6 +181,7 @@ PPO_PRESETS.update({
                         ("cheetah-run", 30_000_000), ("walker-walk", 30_000_000))
 })
 
+
 @dataclasses.dataclass(frozen=True)
 class Band:
     """A recipe's recorded result: PPO's final evaluation return after `num_timesteps` steps of its
@@ -214,6 +215,7 @@ PPO_BANDS: dict[str, dict[str, Band]] = {
 }
 """Recorded bands per environment: `"full"` (the preset's steps) and `"quick"` (fewer, for a check);
 bars are the lowest measured return less a margin for round-off between machines."""
+
 
 RUN_BASE: dict[str, Any] = {
     "num_timesteps": 1_000_000,
