@@ -74,6 +74,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import MODELS
 from physics import _buffer_bytes
+from results import record
 
 
 def _advance(sys_: Any, steps: int) -> Any:
@@ -290,12 +291,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=7, help="alternating timed runs of each")
     p.add_argument("--warmup", type=int, default=0,
                    help="physics steps from init before the timed rollouts start (contacts, solver work)")
+    p.add_argument("--record", action="store_true",
+                   help="also append each row to tools/bench/results.jsonl (see results.py)")
     a = p.parse_args(argv)
     if len(a.values) < 2:
         p.error("--values: give at least two values (A, B, ...)")
     values = [Revision(v[1:]) if v.startswith("@") else Twice() if v == "2x" else ast.literal_eval(v)
               for v in a.values]
-    print(json.dumps(run(a.model, a.batch, a.setting, values, a.steps, a.rounds, a.warmup)), flush=True)
+    row = run(a.model, a.batch, a.setting, values, a.steps, a.rounds, a.warmup)
+    print(json.dumps(row), flush=True)
+    if a.record:
+        record([row], bench="ab")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ import jax.numpy as jnp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from physics import _time_jax
 from ppo import _patch_google_brax
+from results import record
 
 Result = dict[str, Any]
 IMPLS = ("ours", "brax")
@@ -221,6 +222,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="compare a dm_control suite task's solver options, default and fast (ours only)")
     ap.add_argument("--impls", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--one", nargs=2, metavar=("IMPL", "ENV"), help=argparse.SUPPRESS)
+    ap.add_argument("--record", action="store_true",
+                    help="also append each row to tools/bench/results.jsonl (see results.py)")
     args = ap.parse_args(argv)
     if args.episode_length < 1:
         ap.error("--episode-length must be positive")
@@ -271,6 +274,8 @@ def main(argv: list[str] | None = None) -> None:
             if errors:
                 row["error"] = "; ".join(errors)
             print(json.dumps(row), flush=True)
+            if args.record:
+                record([row], bench="envs")
 
 
 if __name__ == "__main__":

@@ -53,6 +53,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from models import MJX_ENV_OPT, MODELS, N_FRAMES
+from results import record
 
 Result = dict[str, Any]
 
@@ -692,6 +693,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--interleave", action="store_true",
                     help="time a (model, batch)'s rows in turns: every backend's child compiles, then "
                          "each of --repeats rounds gives each a turn of timed rollouts (see _interleaved)")
+    ap.add_argument("--record", action="store_true",
+                    help="also append each row to tools/bench/results.jsonl (see results.py)")
     args = ap.parse_args(argv)
     if args.interleave and (args.memory or args.profile):
         ap.error("--interleave times rows only: run --memory or --profile without it")
@@ -748,6 +751,8 @@ def main(argv: list[str] | None = None) -> None:
                 if ours and row.get("steps_per_s"):
                     row["ours_over_this"] = round(ours / row["steps_per_s"], 3)
                 print(json.dumps(row), flush=True)
+                if args.record:
+                    record([row], bench="physics")
 
 
 def _rates(model: str, batch: int, steps: int, run_s: float) -> dict[str, float]:
@@ -777,6 +782,8 @@ def _print_interleaved(rows: dict[str, Result], xml: str, batch: int, args: argp
                 pairs = [t / o for t, o in zip(times, ours[1], strict=True)]
                 row["ours_over_this"] = round(statistics.median(pairs), 3)
         print(json.dumps(row), flush=True)
+        if args.record:
+            record([row], bench="physics")
 
 
 if __name__ == "__main__":

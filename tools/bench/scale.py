@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from results import record
+
 _NETS = {"policy_hidden_layer_sizes": (32, 32), "value_hidden_layer_sizes": (32, 32)}
 
 
@@ -78,8 +80,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def bench_scaling(env_name: str, num_envs: int) -> None:
-    """Print PPO env steps/s at 1, 2, 4 devices (one process) and 2 processes x 2 devices."""
+def bench_scaling(env_name: str, num_envs: int, record_rows: bool = False) -> None:
+    """Print PPO env steps/s at 1, 2, 4 devices (one process) and 2 processes x 2 devices (and
+    `record_rows`: record them)."""
     base = ["--child", env_name, str(num_envs)]
     rows: list[dict[str, Any]] = []
     for devices in (1, 2, 4):
@@ -93,7 +96,10 @@ def bench_scaling(env_name: str, num_envs: int) -> None:
     one = rows[0]["sps"]
     for row in rows:
         row["efficiency"] = row["sps"] / (row["devices"] * one)
-        print(json.dumps({"bench": "ppo_scaling", "env": env_name, "num_envs": num_envs, **row}), flush=True)
+        line = {"bench": "ppo_scaling", "env": env_name, "num_envs": num_envs, **row}
+        print(json.dumps(line), flush=True)
+        if record_rows:
+            record([line], bench="scale")
 
 
 def _jax_call(policy: Any, obs: Any, key: Any) -> Any:
@@ -102,8 +108,9 @@ def _jax_call(policy: Any, obs: Any, key: Any) -> Any:
     return jax.block_until_ready(policy(obs, key)[0])
 
 
-def bench_export(env_name: str) -> None:
-    """Print ONNX (onnxruntime) and jitted JAX latency of the deterministic policy at batch 1 and 1024."""
+def bench_export(env_name: str, record_rows: bool = False) -> None:
+    """Print ONNX (onnxruntime) and jitted JAX latency of the deterministic policy at batch 1 and 1024
+    (and `record_rows`: record them)."""
     import brax_envs
     import jax
     import numpy as np
@@ -139,6 +146,8 @@ def bench_export(env_name: str) -> None:
                 line["batch"] = batch
                 line["median_us"] = 1e6 * float(np.median(samples))
                 print(json.dumps(line), flush=True)
+                if record_rows:
+                    record([line], bench="scale")
 
 
 def main() -> None:
@@ -151,11 +160,13 @@ def main() -> None:
     p.add_argument("--env", default="ant")
     p.add_argument("--num-envs", type=int, default=256)
     p.add_argument("--skip", choices=("scaling", "export"), action="append", default=[])
+    p.add_argument("--record", action="store_true",
+                   help="also append each row to tools/bench/results.jsonl (see results.py)")
     a = p.parse_args()
     if "scaling" not in a.skip:
-        bench_scaling(a.env, a.num_envs)
+        bench_scaling(a.env, a.num_envs, a.record)
     if "export" not in a.skip:
-        bench_export(a.env)
+        bench_export(a.env, a.record)
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from brax_envs.wrappers.torch import RslRlVecEnv, TorchVecEnv
 from gymnasium.vector import AutoresetMode
+from results import record
 from tensordict import TensorDict
 
 Result = dict[str, Any]
@@ -165,19 +166,27 @@ def main() -> None:
     p.add_argument("--no-rsl-rl", action="store_true")
     p.add_argument("--torch-threads", type=int, default=1,
                    help="torch intra-op threads (1: small matmuls gain nothing from contending with XLA)")
+    p.add_argument("--record", action="store_true",
+                   help="also append each row to tools/bench/results.jsonl (see results.py)")
     args = p.parse_args()
     torch.set_num_threads(args.torch_threads)
     meta = {"jax": jax.__version__, "torch": torch.__version__, "device": str(jax.devices()[0]),
             "torch_threads": args.torch_threads}
     for name in args.envs.split(","):
         for batch in (int(b) for b in args.batch.split(",")):
-            print(json.dumps({**bench_step(name, batch, args.steps, args.repeats), **meta}), flush=True)
+            row = {**bench_step(name, batch, args.steps, args.repeats), **meta}
+            print(json.dumps(row), flush=True)
+            if args.record:
+                record([row], bench="torch")
     if not args.no_rsl_rl:
         ours = bench_rsl_rl("brax_envs", args.rsl_rl_envs, args.iterations)
         theirs = bench_rsl_rl("gymnasium", args.rsl_rl_envs, args.iterations)
         ours["ours_over_gymnasium"] = round(ours["env_steps_per_s"] / theirs["env_steps_per_s"], 3)
-        for row in (ours, theirs):
-            print(json.dumps({**row, **meta}), flush=True)
+        for side in (ours, theirs):
+            line = {**side, **meta}
+            print(json.dumps(line), flush=True)
+            if args.record:
+                record([line], bench="torch")
 
 
 if __name__ == "__main__":

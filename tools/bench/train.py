@@ -24,6 +24,8 @@ import sys
 import time
 from typing import Any
 
+from results import record
+
 AGENTS = ("ppo", "sac", "es", "ars", "apg")
 """Agents benchmarked, each `brax_train.<agent>.train` against `brax.training.agents.<agent>.train.train`."""
 
@@ -371,6 +373,8 @@ def main() -> None:
         "the published batch sizes that SETTINGS scale down for a 2-core CPU",
     )
     p.add_argument("--one", nargs=3, metavar=("AGENT", "IMPL", "ENV"), help=argparse.SUPPRESS)
+    p.add_argument("--record", action="store_true",
+                   help="also append each row to tools/bench/results.jsonl (see results.py)")
     args = p.parse_args()
     overrides: dict[str, Any] = {}
     for item in args.set:
@@ -411,12 +415,17 @@ def main() -> None:
             result = _run_subprocess(agent, impl, env_name, args.num_timesteps, args.timeout, longer,
                                      args.seed, overrides)
             print(json.dumps(result), flush=True)
+            if args.record:
+                record([result], bench="train")
             if "error" in result:
                 continue
             if impl.startswith("brax"):
                 google = google or result
             elif google is not None:
-                print(json.dumps(summarize(google, result)), flush=True)
+                summary = summarize(google, result)
+                print(json.dumps(summary), flush=True)
+                if args.record:
+                    record([summary], bench="train")
 
 
 if __name__ == "__main__":
