@@ -1,6 +1,18 @@
-"""Environment wrappers: episodes, auto-reset, batching, domain randomization, evaluation, NaN guard."""
+"""Environment wrappers: episodes, auto-reset, batching, domain randomization, evaluation, NaN guard,
+and sim-to-real tools (per-episode physical randomization, observation noise, action delay, pushes,
+privileged critic observations)."""
 
 from brax_envs.base import Wrapper
+from brax_envs.wrappers.sim2real import (
+    LEGGED,
+    MANIPULATION,
+    ActionDelayWrapper,
+    ObservationNoiseWrapper,
+    PrivilegedFn,
+    PrivilegedObservationWrapper,
+    PushWrapper,
+    Randomization,
+)
 from brax_envs.wrappers.training import (
     RANDOMIZED_SYS_KEY,
     AutoResetWrapper,
@@ -17,7 +29,10 @@ from brax_envs.wrappers.training import (
 )
 
 __all__ = [
+    "LEGGED",
+    "MANIPULATION",
     "RANDOMIZED_SYS_KEY",
+    "ActionDelayWrapper",
     "AutoResetWrapper",
     "DomainRandomizationVmapWrapper",
     "EpisodeWrapper",
@@ -25,7 +40,12 @@ __all__ = [
     "EvalWrapper",
     "FlattenObservationWrapper",
     "NanGuardWrapper",
+    "ObservationNoiseWrapper",
     "PerEpisodeDomainRandomizationVmapWrapper",
+    "PrivilegedFn",
+    "PrivilegedObservationWrapper",
+    "PushWrapper",
+    "Randomization",
     "RandomizationFn",
     "VmapWrapper",
     "Wrapper",
