@@ -90,3 +90,13 @@ def _register_suite() -> None:
 
 
 _register_suite()
+
+
+def _register_locomotion() -> None:
+    from brax_envs import locomotion
+
+    register_environment("locomotion/quadruped-joystick-flat", locomotion.quadruped_joystick)
+    register_environment("locomotion/humanoid-joystick-flat", locomotion.humanoid_joystick)
+
+
+_register_locomotion()

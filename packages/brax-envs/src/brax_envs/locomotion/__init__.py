@@ -1,0 +1,60 @@
+"""Joystick locomotion tasks for legged MJCF robots, and two robots of our own to run them on.
+
+`Joystick(mjcf, LeggedRobot(...))` turns any legged MJCF with position actuators and a standing
+keyframe into a velocity-tracking task; `quadruped_joystick` and `humanoid_joystick` build it on
+the models in `assets/` (registered as `locomotion/quadruped-joystick-flat` and
+`locomotion/humanoid-joystick-flat`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from brax_envs.locomotion.joystick import Joystick, LeggedRobot, RewardWeights, reward_terms
+
+_ASSETS = Path(__file__).parent / "assets"
+
+QUADRUPED = LeggedRobot(torso="trunk", feet=("FR_foot", "FL_foot", "RR_foot", "RL_foot"), min_height=0.12)
+"""Our Go1-class quadruped (`assets/quadruped.xml`): trunk, four foot spheres, keyframe `home`."""
+
+HUMANOID = LeggedRobot(torso="pelvis", feet=("left_foot", "right_foot"), min_height=0.45, action_scale=0.25)
+"""Our G1-class humanoid (`assets/humanoid.xml`): pelvis, two foot boxes, keyframe `home`."""
+
+
+def asset(name: str) -> Path:
+    """The path of a model file in `assets/` (a ValueError lists them when `name` is not one)."""
+    path = _ASSETS / name
+    if not path.is_file():
+        names = sorted(p.name for p in _ASSETS.glob("*.xml"))
+        raise ValueError(f"brax_envs.locomotion: no asset {name!r}; assets: {names}")
+    return path
+
+
+def _scene(robot: str, full_collision: bool) -> Path:
+    """The flat-ground scene of `robot`, feet-only or with every link colliding."""
+    return asset(f"{robot}{'_full_collision' if full_collision else ''}_scene_flat.xml")
+
+
+def quadruped_joystick(full_collision: bool = False, **kwargs: Any) -> Joystick:
+    """The joystick task on our quadruped on flat ground (`Joystick` keywords in `kwargs`)."""
+    return Joystick(_scene("quadruped", full_collision), QUADRUPED, **kwargs)
+
+
+def humanoid_joystick(full_collision: bool = False, **kwargs: Any) -> Joystick:
+    """The joystick task on our humanoid on flat ground (`Joystick` keywords in `kwargs`)."""
+    kwargs.setdefault("command_range", ((-0.8, 0.8), (-0.4, 0.4), (-0.8, 0.8)))
+    return Joystick(_scene("humanoid", full_collision), HUMANOID, **kwargs)
+
+
+__all__ = [
+    "HUMANOID",
+    "QUADRUPED",
+    "Joystick",
+    "LeggedRobot",
+    "RewardWeights",
+    "asset",
+    "humanoid_joystick",
+    "quadruped_joystick",
+    "reward_terms",
+]

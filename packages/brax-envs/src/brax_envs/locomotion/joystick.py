@@ -1,0 +1,317 @@
+"""Joystick locomotion for any legged MJCF: track a commanded forward, lateral and yaw velocity.
+
+A `LeggedRobot` names what the task reads beyond the model (the floating torso, the feet, the
+standing keyframe); the model brings its own position actuators (PD servos) and floor. The policy
+acts on joint targets around the keyframe's pose, `ctrl = default + action_scale * action`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import brax_math
+import brax_physics
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from brax_envs.base import PipelineEnv, State
+
+Range = tuple[float, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class LeggedRobot:
+    """What the joystick task needs of a legged MJCF besides the model itself."""
+
+    torso: str
+    """The floating base: the body whose free joint is the model's first joint."""
+    feet: tuple[str, ...]
+    """Foot geoms (their contacts with anything are foot contacts; their positions give foot slip)."""
+    keyframe: str = "home"
+    """The standing keyframe: the reset pose and the default joint targets (its `ctrl`)."""
+    action_scale: float = 0.3
+    """Joint-target offset (rad) of a unit action."""
+    min_height: float = 0.15
+    """The episode ends when the torso's height (m) falls below this."""
+    min_upright: float = 0.3
+    """The episode ends when the torso's up axis tilts below this z component."""
+
+    def __post_init__(self) -> None:
+        """Check the static fields."""
+        if not self.feet:
+            raise ValueError("LeggedRobot.feet: name at least one foot geom")
+        if not self.action_scale > 0:
+            raise ValueError(f"LeggedRobot.action_scale must be positive, got {self.action_scale!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardWeights:
+    """Each reward term's weight; the reward is `dt` times the weighted sum (each term is a metric)."""
+
+    tracking_lin_vel: float = 1.0
+    """exp(-|command_xy - v_xy|^2 / sigma), the torso's horizontal velocity in its heading frame."""
+    tracking_ang_vel: float = 0.5
+    """exp(-(command_yaw - w_z)^2 / sigma), the torso's yaw rate."""
+    lin_vel_z: float = -2.0
+    """Vertical velocity of the torso, squared."""
+    ang_vel_xy: float = -0.05
+    """Roll and pitch rates, squared."""
+    orientation: float = -5.0
+    """Tilt: the horizontal part of gravity in the torso frame, squared."""
+    torques: float = -2e-4
+    """Actuator forces, squared."""
+    action_rate: float = -0.01
+    """Change of action between steps, squared."""
+    feet_air_time: float = 0.2
+    """Swing time past `air_time_target` at each touchdown (only under a moving command)."""
+    foot_slip: float = -0.1
+    """Horizontal speed of feet in contact, squared."""
+    pose: float = -0.1
+    """Joint angles' distance from the keyframe pose, squared."""
+    termination: float = -1.0
+    """1 on the step the robot falls (before any time limit)."""
+
+
+_TERMS = tuple(f.name for f in dataclasses.fields(RewardWeights))
+
+
+def _weights(weights: RewardWeights | Mapping[str, float] | None) -> RewardWeights:
+    """`weights` as `RewardWeights`, naming an unknown term."""
+    if weights is None:
+        return RewardWeights()
+    if isinstance(weights, RewardWeights):
+        return weights
+    unknown = sorted(set(weights) - set(_TERMS))
+    if unknown:
+        raise ValueError(f"Joystick: unknown reward terms {unknown}; terms: {list(_TERMS)}")
+    return RewardWeights(**{k: float(v) for k, v in weights.items()})
+
+
+def _index(kind: str, names: tuple[str, ...], wanted: str, robot_field: str) -> int:
+    """The index of `wanted` among the model's `names`, or a ValueError naming the field and choices."""
+    if wanted not in names:
+        known = [n for n in names if n]
+        plural = "bodies" if kind == "body" else f"{kind}s"
+        raise ValueError(f"LeggedRobot.{robot_field}: the model has no {kind} named {wanted!r}; "
+                         f"{plural}: {known}")
+    return names.index(wanted)
+
+
+def reward_terms(r: Mapping[str, jax.Array], info: Mapping[str, Any], action: jax.Array,
+                 actuator_force: jax.Array, *, dt: float | jax.Array, default: jax.Array | np.ndarray,
+                 sigma: float, air_time_target: float) -> tuple[dict[str, jax.Array], jax.Array, jax.Array]:
+    """Every term but `termination` from a step's readings `r` and the previous step's `info`.
+
+    Returns the terms, the feet's new air times before touchdown resets them, and the (nfeet,)
+    contacts with one step of hysteresis (a foot chattering on the ground counts as down).
+    """
+    contact = r["foot_contact"] | info["last_contact"]
+    air_time = info["feet_air_time"] + dt
+    touchdown = (info["feet_air_time"] > 0.0) & contact
+    cmd = info["command"]
+    moving = jnp.linalg.norm(cmd) > 0.05
+    foot_vel = (r["foot_pos"] - info["foot_pos"]) / dt
+    terms = {
+        "tracking_lin_vel": jnp.exp(-jnp.sum((cmd[:2] - r["lin_vel"][:2]) ** 2) / sigma),
+        "tracking_ang_vel": jnp.exp(-((cmd[2] - r["ang_vel"][2]) ** 2) / sigma),
+        "lin_vel_z": r["lin_vel"][2] ** 2,
+        "ang_vel_xy": jnp.sum(r["ang_vel"][:2] ** 2),
+        "orientation": jnp.sum(r["gravity"][:2] ** 2),
+        "torques": jnp.sum(actuator_force ** 2),
+        "action_rate": jnp.sum((action - info["last_action"]) ** 2),
+        "feet_air_time": jnp.where(moving, jnp.sum(jnp.where(touchdown, air_time - air_time_target, 0.0)),
+                                   0.0),
+        "foot_slip": jnp.sum(jnp.where(r["foot_contact"], jnp.sum(foot_vel[:, :2] ** 2, axis=1), 0.0)),
+        "pose": jnp.sum((r["joint_pos"] - jnp.asarray(default)) ** 2),
+    }
+    return terms, air_time, contact
+
+
+class Joystick(PipelineEnv):
+    """Follow a velocity command (forward, lateral, yaw rate) with a legged robot.
+
+    - Observation `{'state': ..., 'privileged_state': ...}`: the policy's `state` is the torso's
+      angular velocity and gravity direction in its frame, the command, joint angles less the
+      keyframe's, joint velocities and the last action; the critic's `privileged_state` adds the
+      torso's linear velocity in its frame, its height, foot contacts and feet air times.
+    - Action (nu,) in [-1, 1]: joint targets `default + action_scale * action`, clipped to the
+      actuators' ctrlrange.
+    - Reward: `dt * sum(weight * term)` over `RewardWeights` (clipped at 0 with `only_positive`);
+      every term is in `metrics`.
+    - Ends when the torso's up axis tilts below `min_upright` or its height falls below
+      `min_height`; commands are drawn from `command_range` at reset and every `command_interval`
+      seconds (zero with probability `zero_command_prob`).
+    """
+
+    actions_scaled_to_ctrlrange = False
+
+    def __init__(self, model: str | os.PathLike[str] | mujoco.MjModel, robot: LeggedRobot, *,
+                 n_frames: int = 5, weights: RewardWeights | Mapping[str, float] | None = None,
+                 command_range: tuple[Range, Range, Range] = ((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0)),
+                 command_interval: float = 5.0, zero_command_prob: float = 0.1, tracking_sigma: float = 0.25,
+                 air_time_target: float = 0.1, only_positive: bool = True, reset_noise: float = 0.05,
+                 backend: str = "generalized") -> None:
+        """Build the task on `model` (an MJCF path, XML string or `MjModel`) described by `robot`."""
+        m = model if isinstance(model, mujoco.MjModel) else (
+            mujoco.MjModel.from_xml_string(str(model)) if str(model).lstrip().startswith("<")
+            else mujoco.MjModel.from_xml_path(os.fspath(model)))
+        super().__init__(brax_physics.from_mjmodel(m), backend=backend, n_frames=n_frames)
+        sys = self.sys
+        body_names = tuple(m.body(i).name for i in range(m.nbody))
+        geom_names = tuple(m.geom(i).name for i in range(m.ngeom))
+        key_names = tuple(m.key(i).name for i in range(m.nkey))
+        self._torso = _index("body", body_names, robot.torso, "torso")
+        self._feet = np.asarray([_index("geom", geom_names, f, "feet") for f in robot.feet], np.int32)
+        key = _index("keyframe", key_names, robot.keyframe, "keyframe")
+        if m.njnt == 0 or m.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE or m.jnt_bodyid[0] != self._torso:
+            raise ValueError(f"LeggedRobot.torso: {robot.torso!r} must carry the model's first joint, a free "
+                             "joint (the floating base)")
+        if m.nu == 0:
+            raise ValueError("Joystick: the model has no actuators")
+        joints = m.actuator_trnid[:, 0]
+        if np.any(m.actuator_trntype != mujoco.mjtTrn.mjTRN_JOINT) or np.any(joints == 0):
+            raise ValueError("Joystick: every actuator must drive a hinge or slide joint (position servos)")
+        self._qadr = np.asarray(m.jnt_qposadr[joints], np.int32)
+        self._dadr = np.asarray(m.jnt_dofadr[joints], np.int32)
+        self._key_qpos = np.asarray(m.key_qpos[key], np.float32)
+        self._default = self._key_qpos[self._qadr]
+        lo, hi = m.actuator_ctrlrange[:, 0], m.actuator_ctrlrange[:, 1]
+        limited = m.actuator_ctrllimited.astype(bool)
+        self._ctrl_lo = np.where(limited, lo, -np.inf).astype(np.float32)
+        self._ctrl_hi = np.where(limited, hi, np.inf).astype(np.float32)
+        for i, (lo_i, hi_i) in enumerate(command_range):
+            if not lo_i <= hi_i:
+                raise ValueError(f"Joystick.command_range[{i}] = {(lo_i, hi_i)!r}: low must not exceed high")
+        if not 0.0 <= zero_command_prob <= 1.0:
+            raise ValueError(f"Joystick.zero_command_prob must be in [0, 1], got {zero_command_prob!r}")
+        self.robot = robot
+        self.weights = _weights(weights)
+        self._command_lo = np.asarray([r[0] for r in command_range], np.float32)
+        self._command_hi = np.asarray([r[1] for r in command_range], np.float32)
+        self._command_steps = max(1, round(command_interval / float(self.dt)))
+        self._zero_command_prob = zero_command_prob
+        self._sigma = tracking_sigma
+        self._air_time_target = air_time_target
+        self._only_positive = only_positive
+        self._reset_noise = reset_noise
+        del sys
+
+    # -- readings ------------------------------------------------------------------------------
+
+    def _torso_frame(self, ps: brax_physics.State) -> jax.Array:
+        """(3, 3) the torso's rotation (columns: its axes in the world)."""
+        return brax_math.quat_to_mat(ps.q[3:7])
+
+    def _readings(self, ps: brax_physics.State) -> dict[str, jax.Array]:
+        """What rewards and observations read from a physics state."""
+        rot = self._torso_frame(ps)
+        lin_vel = rot.T @ ps.qd[0:3]  # the free joint's linear velocity is in the world frame
+        contact = ps.contact
+        touching = contact.active
+        feet = jnp.asarray(self._feet)
+        on_foot = (contact.geom1[None, :] == feet[:, None]) | (contact.geom2[None, :] == feet[:, None])
+        return {
+            "lin_vel": lin_vel,
+            "ang_vel": ps.qd[3:6],  # local frame
+            "gravity": rot.T @ jnp.asarray([0.0, 0.0, -1.0]),
+            "up_z": rot[2, 2],
+            "height": ps.q[2],
+            "joint_pos": ps.q[jnp.asarray(self._qadr)],
+            "joint_vel": ps.qd[jnp.asarray(self._dadr)],
+            "foot_contact": jnp.any(on_foot & touching[None, :], axis=1),
+            "foot_pos": ps.geom_xpos[feet],
+        }
+
+    def _command(self, key: jax.Array) -> jax.Array:
+        """A new (3,) command: uniform in `command_range`, zero with probability `zero_command_prob`."""
+        k_cmd, k_zero = jax.random.split(key)
+        cmd = jax.random.uniform(k_cmd, (3,), jnp.float32, jnp.asarray(self._command_lo),
+                                 jnp.asarray(self._command_hi))
+        return jnp.where(jax.random.uniform(k_zero) < self._zero_command_prob, jnp.zeros(3), cmd)
+
+    def _obs(self, r: dict[str, jax.Array], info: dict[str, Any]) -> dict[str, jax.Array]:
+        """Policy and critic observations."""
+        joint_pos = r["joint_pos"] - jnp.asarray(self._default)
+        state = jnp.concatenate([r["ang_vel"], r["gravity"], info["command"], joint_pos, r["joint_vel"],
+                                 info["last_action"]])
+        privileged = jnp.concatenate([state, r["lin_vel"], r["height"][None],
+                                      r["foot_contact"].astype(jnp.float32), info["feet_air_time"]])
+        return {"state": state, "privileged_state": privileged}
+
+    # -- env -----------------------------------------------------------------------------------
+
+    def reset(self, rng: jax.Array) -> State:
+        """The keyframe pose at a random heading and place, joints and base velocity slightly perturbed."""
+        k_xy, k_yaw, k_q, k_qd, k_cmd, k_next = jax.random.split(rng, 6)
+        q = jnp.asarray(self._key_qpos)
+        q = q.at[0:2].add(jax.random.uniform(k_xy, (2,), jnp.float32, -0.5, 0.5))
+        yaw = jax.random.uniform(k_yaw, (), jnp.float32, -math.pi, math.pi)
+        q = q.at[3:7].set(brax_math.quat_mul(jnp.asarray([jnp.cos(yaw / 2), 0.0, 0.0, jnp.sin(yaw / 2)]),
+                                             q[3:7]))
+        noise = self._reset_noise
+        joint_noise = jax.random.uniform(k_q, (self.sys.nu,), jnp.float32, -noise, noise)
+        q = q.at[jnp.asarray(self._qadr)].add(joint_noise)
+        qd = jnp.zeros(self.sys.nv, jnp.float32).at[0:6].set(
+            jax.random.uniform(k_qd, (6,), jnp.float32, -noise, noise))
+        ps = self.pipeline_init(q, qd)
+        r = self._readings(ps)
+        nfeet = len(self._feet)
+        info: dict[str, Any] = {
+            "command": self._command(k_cmd),
+            "command_rng": k_next,
+            "command_countdown": jnp.asarray(self._command_steps, jnp.int32),
+            "last_action": jnp.zeros(self.sys.nu, jnp.float32),
+            "feet_air_time": jnp.zeros(nfeet, jnp.float32),
+            "last_contact": r["foot_contact"],
+            "foot_pos": r["foot_pos"],
+        }
+        zero = jnp.zeros((), jnp.float32)
+        metrics = {f"reward/{t}": zero for t in _TERMS}
+        return State(pipeline_state=ps, obs=self._obs(r, info), reward=zero, done=zero, metrics=metrics,
+                     info=info)
+
+    def step(self, state: State, action: jax.Array) -> State:
+        """Drive the joints toward `default + action_scale * action` for `n_frames` physics steps."""
+        action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
+        target = jnp.asarray(self._default) + self.robot.action_scale * action
+        ctrl = jnp.clip(target, jnp.asarray(self._ctrl_lo), jnp.asarray(self._ctrl_hi))
+        ps = self.pipeline_step(state.pipeline_state, ctrl)
+        r = self._readings(ps)
+        info = state.info
+        dt = self.dt
+
+        terms, air_time, contact = reward_terms(r, info, action, ps.actuator_force, dt=dt,
+                                                default=self._default, sigma=self._sigma,
+                                                air_time_target=self._air_time_target)
+        cmd = info["command"]
+        fallen = (r["up_z"] < self.robot.min_upright) | (r["height"] < self.robot.min_height)
+        done = fallen.astype(jnp.float32)
+        terms["termination"] = done
+        total = sum(getattr(self.weights, k) * terms[k] for k in _TERMS)
+        reward = total * dt
+        if self._only_positive:
+            reward = jnp.maximum(reward, 0.0)
+
+        countdown = info["command_countdown"] - 1
+        k_cmd, k_next = jax.random.split(info["command_rng"])
+        new_cmd = countdown <= 0
+        new_info = {
+            **info,
+            "command": jnp.where(new_cmd, self._command(k_cmd), cmd),
+            "command_rng": k_next,
+            "command_countdown": jnp.where(new_cmd, self._command_steps, countdown).astype(jnp.int32),
+            "last_action": action,
+            "feet_air_time": jnp.where(contact, 0.0, air_time),
+            "last_contact": r["foot_contact"],
+            "foot_pos": r["foot_pos"],
+        }
+        metrics = {f"reward/{k}": jnp.asarray(v, jnp.float32) for k, v in terms.items()}
+        return state.replace(pipeline_state=ps, obs=self._obs(r, new_info),
+                             reward=jnp.asarray(reward, jnp.float32), done=done, metrics=metrics,
+                             info=new_info)
