@@ -152,6 +152,10 @@ def export_policy(
             "size": int(np.prod(src.observation_shape)),
             "shape": list(src.observation_shape),
             "layout": "the environment's observation array (state.obs), raw: the normalizer is in the graph",
+            **({"key": info["observation_key"],
+                "layout": f"the environment's state.obs[{info['observation_key']!r}] array, raw: the "
+                          "normalizer is in the graph (the other keys are the critic's)"}
+               if "observation_key" in info else {}),
         },
         "action": {"size": n, "low": low.tolist(), "high": high.tolist(), "scaled_in_graph": scaled},
         **({"recurrent": _recurrent(info["hidden_size"])} if "hidden_size" in info else {}),
@@ -180,12 +184,20 @@ def _source(
     loaded = checkpoint.load(source, network_factory=network_factory)
     meta = loaded.meta
     shapes = meta["observation_shapes"]
+    make_policy = loaded.make_policy
+    key = None
     if isinstance(shapes, Mapping):
-        raise ExportError(
-            f"{loaded.step_dir}: the policy takes dict observations (keys {', '.join(map(repr, shapes))}); "
-            "export takes one observation array: export (make_policy, params) with a policy that builds "
-            "the dict from an array"
-        )
+        # a policy that reads one key of a dict observation (an asymmetric critic reads another) is
+        # exported on that key's array; the graph cannot hold a dict
+        key = _policy_obs_key(meta)
+        if key is None or key not in shapes:
+            raise ExportError(
+                f"{loaded.step_dir}: the policy takes dict observations (keys {', '.join(map(repr, shapes))})"
+                f" and its networks name no policy_obs_key among them; export takes one observation array: "
+                "export (make_policy, params) with a policy that builds the dict from an array"
+            )
+        make_policy = _reading_key(loaded.make_policy, key)
+        shapes = shapes[key]
     config = meta.get("config", {})
     run = _run_config(loaded.step_dir)
     info: dict[str, Any] = {
@@ -199,9 +211,28 @@ def _source(
     }
     if "hidden_size" in meta:  # a recurrent policy (rppo): its state is the tail of input and output
         info["hidden_size"] = int(meta["hidden_size"])
+    if key is not None:
+        info["observation_key"] = key
     if isinstance(run.get("env"), str):
         info.update(env=run["env"], dt=_env_dt(run["env"], run.get("env_kwargs", {}), run.get("imports", [])))
-    return _Source(loaded.make_policy, loaded.params, tuple(int(d) for d in shapes), info)
+    return _Source(make_policy, loaded.params, tuple(int(d) for d in shapes), info)
+
+
+def _policy_obs_key(meta: Mapping[str, Any]) -> str | None:
+    """The observation key a checkpoint's recorded policy network reads, if it records one."""
+    network = meta.get("network")
+    kwargs = network.get("kwargs") if isinstance(network, Mapping) else None
+    key = kwargs.get("policy_obs_key") if isinstance(kwargs, Mapping) else None
+    return key if isinstance(key, str) else None
+
+
+def _reading_key(make_policy: Callable[..., Any], key: str) -> Callable[..., Any]:
+    """`make_policy` whose policies take `obs[key]` alone (the other keys are never read)."""
+    def make(*args: Any, **kwargs: Any) -> Callable[..., Any]:
+        policy = make_policy(*args, **kwargs)
+        return lambda obs, rng: policy({key: obs}, rng)
+
+    return make
 
 
 def _recurrent(hidden_size: int) -> dict[str, Any]:

@@ -263,9 +263,13 @@ def test_dict_observations_are_refused_by_key(
     runs: dict[str, pathlib.Path], tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     loaded = checkpoint.load(runs["ppo"])
-    meta = {**loaded.meta, "observation_shapes": {"state": [2], "privileged_state": [5]}}
+    # a dict observation without the key the recorded policy reads cannot be exported
+    kwargs = {**loaded.meta["network"]["kwargs"], "policy_obs_key": "obs"}
+    network = {**loaded.meta["network"], "kwargs": kwargs}
+    meta = {**loaded.meta, "observation_shapes": {"state": [2], "privileged_state": [5]}, "network": network}
     monkeypatch.setattr(checkpoint, "load", lambda *a, **k: loaded._replace(meta=meta))
-    with pytest.raises(export.ExportError, match="dict observations \\(keys 'state', 'privileged_state'\\)"):
+    refused = "dict observations \\(keys 'state', 'privileged_state'\\) and its networks name no policy_obs"
+    with pytest.raises(export.ExportError, match=refused):
         export.export_policy(runs["ppo"], tmp_path / "p.onnx", "onnx")
 
 

@@ -13,9 +13,10 @@ import brax_envs
 import jax
 import jax.numpy as jnp
 import numpy as np
+import onnxruntime  # type: ignore[import-untyped]  # ships no py.typed
 import pytest
 
-from brax_train import checkpoint
+from brax_train import checkpoint, export
 from brax_train.ppo import (
     NonFiniteError,
     PPOConfig,
@@ -395,6 +396,15 @@ def test_dict_observations_train_and_checkpoint(tmp_path: pathlib.Path) -> None:
     expected, _ = make_policy(params, deterministic=True)(obs, jax.random.PRNGKey(0))
     got, _ = checkpoint.load_policy(tmp_path)(obs, jax.random.PRNGKey(0))
     np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+    # exported on the key the policy reads: ONNX takes the 'state' array alone
+    exported = export.export_policy(tmp_path, tmp_path / "policy.onnx", "onnx")
+    assert exported.contract["input"]["shape"] == ["batch", 2]
+    assert exported.contract["observation"]["key"] == "state"
+    x = np.asarray([[0.3, -0.2], [1.0, 0.5]], np.float32)
+    session = onnxruntime.InferenceSession(str(exported.path), providers=["CPUExecutionProvider"])
+    both = {"state": jnp.asarray(x), "privileged_state": jnp.zeros((2, 3))}
+    want, _ = make_policy(params, deterministic=True)(both, jax.random.PRNGKey(0))
+    np.testing.assert_allclose(session.run(None, {export.INPUT_NAME: x})[0], np.asarray(want), atol=1e-6)
 
 
 def _randomize_mass(sys: Any, rng: jax.Array) -> tuple[Any, Any]:
