@@ -201,4 +201,4 @@ def test_reproduce_without_a_band(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["reproduce", "fast"]) == 2
     err = capsys.readouterr().err
     assert "no full band recorded for 'fast'; recorded: " in err
-    assert "dm_control/cartpole-balance (full, quick), dm_control/point_mass-easy (full)" in err
+    assert "dm_control/cartpole-balance (full, quick), dm_control/cartpole-swingup (full)" in err
