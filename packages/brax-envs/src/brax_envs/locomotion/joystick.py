@@ -149,7 +149,8 @@ class Joystick(PipelineEnv):
       seconds (zero with probability `zero_command_prob`).
     """
 
-    actions_scaled_to_ctrlrange = False
+    # actions are normalized offsets in [-1, 1] (not the servo targets): adapters give [-1, 1] spaces
+    actions_scaled_to_ctrlrange = True
 
     def __init__(self, model: str | os.PathLike[str] | mujoco.MjModel, robot: LeggedRobot, *,
                  n_frames: int = 5, weights: RewardWeights | Mapping[str, float] | None = None,

@@ -132,3 +132,12 @@ def test_quadruped_stands_at_reset_and_follows_the_contract() -> None:
     nxt = check.step(state, jnp.zeros(nu))
     assert float(nxt.done) == 0.0
     assert 0.0 < float(nxt.metrics["reward/tracking_lin_vel"]) <= 1.0
+
+
+def test_actions_are_normalized_offsets() -> None:
+    # a Gymnasium user samples [-1, 1], not the servos' joint ranges
+    from brax_envs.wrappers.gymnasium import action_space
+
+    space = action_space(Joystick(QUADRUPED_SCENE, locomotion.QUADRUPED))
+    np.testing.assert_array_equal(space.low, -np.ones(12))
+    np.testing.assert_array_equal(space.high, np.ones(12))
