@@ -250,6 +250,10 @@ PPO_BANDS: dict[str, dict[str, Band]] = {
         "full": Band(4_500_000, low=800.0, measured=(892.4, 887.5), seeds=(0, 1),
                      where=f"{_DEV_CPU}, 1.1-1.4 min"),
     },
+    "dm_control/cheetah-run": {
+        "full": Band(30_000_000, low=800.0, measured=(891.3, 887.7), seeds=(0, 1),
+                     where="2-core x86 CPU, one run per core beside other work, 26-29 min"),
+    },
     "dm_control/reacher-easy": {
         "full": Band(10_000_000, low=800.0, measured=(887.3,), seeds=(1,),
                      where=f"{_DEV_CPU}, 2.0 min (seed 0 stays near a random policy's 84: not banded)"),

@@ -163,7 +163,6 @@ class Joystick(PipelineEnv):
             mujoco.MjModel.from_xml_string(str(model)) if str(model).lstrip().startswith("<")
             else mujoco.MjModel.from_xml_path(os.fspath(model)))
         super().__init__(brax_physics.from_mjmodel(m), backend=backend, n_frames=n_frames)
-        sys = self.sys
         body_names = tuple(m.body(i).name for i in range(m.nbody))
         geom_names = tuple(m.geom(i).name for i in range(m.ngeom))
         key_names = tuple(m.key(i).name for i in range(m.nkey))
@@ -201,7 +200,6 @@ class Joystick(PipelineEnv):
         self._air_time_target = air_time_target
         self._only_positive = only_positive
         self._reset_noise = reset_noise
-        del sys
 
     # -- readings ------------------------------------------------------------------------------
 
