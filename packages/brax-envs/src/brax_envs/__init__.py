@@ -2,7 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from brax_envs import testing, wrappers
+from brax_envs import locomotion, testing, wrappers
 from brax_envs.base import (
     Env,
     Observation,
@@ -36,6 +36,7 @@ __all__ = [
     "__version__",
     "create",
     "get_environment",
+    "locomotion",
     "observation_size_of",
     "register_environment",
     "registered_environments",
