@@ -26,7 +26,7 @@ from mujoco import mjtCone, mjtDisableBit, mjtEq, mjtJoint, mjtObj, mjtWrap
 
 from brax_physics._src import equality
 from brax_physics._src.collision.contact import Contact
-from brax_physics._src.collision.pairs import CollisionPairs
+from brax_physics._src.collision.types import CollisionPairs
 from brax_physics._src.com import mm
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.structure import structure

@@ -26,7 +26,8 @@ from mujoco import (
 
 from brax_physics._src import ray
 from brax_physics._src.collision.mesh import mesh_data
-from brax_physics._src.collision.pairs import CollisionPairs, collision_pairs
+from brax_physics._src.collision.pairs import collision_pairs
+from brax_physics._src.collision.types import CollisionPairs
 from brax_physics._src.equality import SUPPORTED as EQ_SUPPORTED
 from brax_physics._src.mjenum import keyword
 from brax_physics._src.options_check import emit_option_warnings

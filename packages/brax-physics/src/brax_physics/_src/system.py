@@ -16,8 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from brax_physics._src.collision.mesh import MeshData
-from brax_physics._src.collision.pairs import CollisionPairs
+from brax_physics._src.collision.types import CollisionPairs, MeshData
 
 # Field metadata of static fields: `jax.tree_util.register_dataclass` makes them part of the treedef.
 _STATIC = {"static": True}

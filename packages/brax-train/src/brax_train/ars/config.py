@@ -7,10 +7,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from brax_train import networks
+from brax_train._population import population_errors
 from brax_train.ars import networks as ars_networks
 from brax_train.config import ConfigError, RunConfig, is_int, is_num, run_errors
 from brax_train.config import merge as _merge
-from brax_train.es.config import population_errors
 
 
 class ARSConfigError(ConfigError):

@@ -19,7 +19,8 @@ import jax.numpy as jnp
 import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
 from jax.sharding import NamedSharding
 
-from brax_train import networks, runner, running_statistics
+from brax_train import _population, networks, runner, running_statistics
+from brax_train._population import check_observations
 from brax_train.ars import networks as ars_networks
 from brax_train.ars.config import (
     COUNTS_ENV_STEPS,
@@ -32,8 +33,6 @@ from brax_train.ars.config import (
     top,
     validate,
 )
-from brax_train.es import _population
-from brax_train.es.train import check_observations
 from brax_train.runner import NONFINITE, NonFiniteError, P, TrainResult, constrain
 from brax_train.types import PRNGKey
 

@@ -6,7 +6,8 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from brax_train.config import ConfigError, RunConfig, is_int, is_num, run_errors
+from brax_train._population import population_errors
+from brax_train.config import ConfigError, RunConfig, is_num, run_errors
 from brax_train.config import merge as _merge
 from brax_train.es import networks as es_networks
 from brax_train.es.fitness import FitnessShaping, fitness_shaping_of
@@ -80,37 +81,6 @@ def env_steps_per_update(c: ESConfig) -> int:
     return num_rollouts(c) * steps_per_rollout(c) * c.action_repeat
 
 
-def population_errors(
-    c: RunConfig, errors: list[str], device_count: int, name: str, size: Any, what: str
-) -> RunConfig:
-    """Check a population setting `name` = `size` (2 * size rollouts); the run config with `num_envs` set.
-
-    Shared by ES and ARS: `num_envs` must be unset (or already that rollout count), the rollouts must
-    split evenly over the devices, and an episode must be at least one action repeat long. `what`
-    names the agent's function in messages.
-    """
-    if not is_int(size) or size < 1:
-        errors.append(f"{name} must be an int >= 1, got {size!r}")
-        return c
-    rollouts = 2 * size
-    if c.num_envs not in (1, rollouts):
-        errors.append(
-            f"num_envs ({c.num_envs!r}) is not a setting of {what}: every generation runs 2 * {name} = "
-            f"{rollouts} rollouts; leave num_envs unset"
-        )
-    if device_count > 0 and rollouts % device_count:
-        errors.append(
-            f"{name} ({size}) does not divide across the {device_count} devices used: its 2 * {size} = "
-            f"{rollouts} rollouts per generation must split evenly (see max_devices_per_host)"
-        )
-    el, ar = c.episode_length, c.action_repeat
-    if el is None and not c.wrap_env:  # with wrap_env the runner's rules already ask for it
-        errors.append(f"episode_length is required: every {what} rollout is one episode of that many steps")
-    if is_int(el) and is_int(ar) and ar >= 1 and el is not None and 1 <= el < ar:
-        errors.append(f"episode_length ({el}) must be >= action_repeat ({ar}): a rollout is one episode")
-    return c.replace(num_envs=rollouts)
-
-
 def run_config(c: ESConfig) -> ESConfig:
     """`c` with `num_envs` set to the rollouts per generation (what the runner shards)."""
     return c.replace(num_envs=num_rollouts(c))
@@ -154,7 +124,6 @@ __all__ = [
     "env_steps_per_update",
     "merge",
     "num_rollouts",
-    "population_errors",
     "run_config",
     "steps_per_rollout",
     "validate",

@@ -11,7 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from brax_train.es import _population, fitness
+from brax_train import _population
+from brax_train.es import fitness
 from brax_train.es.fitness import FitnessShaping
 
 RETURNS = jnp.asarray([3.0, 1.0, 2.0, 10.0], jnp.float32)  # ranks 2, 0, 1, 3

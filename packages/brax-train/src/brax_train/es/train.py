@@ -19,8 +19,9 @@ import jax.numpy as jnp
 import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
 from jax.sharding import NamedSharding
 
-from brax_train import networks, runner, running_statistics
-from brax_train.es import _population, fitness
+from brax_train import _population, networks, runner, running_statistics
+from brax_train._population import check_observations
+from brax_train.es import fitness
 from brax_train.es import networks as es_networks
 from brax_train.es.config import (
     COUNTS_ENV_STEPS,
@@ -63,12 +64,6 @@ def _network_factory(c: ESConfig) -> Callable[..., es_networks.ESNetworks]:
         kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in nf.items()}
         return functools.partial(es_networks.make_es_networks, **kw)
     return nf
-
-
-def check_observations(environment: brax_envs.Env, what: str) -> None:
-    """Raise ValueError for dict observations, which ES and ARS do not support (as in Google Brax)."""
-    if isinstance(environment, brax_envs.Env) and isinstance(environment.observation_size, Mapping):
-        raise ValueError(f"{what} supports array observations only; this environment's are a dict")
 
 
 def _make_agent(c: ESConfig, setup: runner.Setup) -> runner.Agent[TrainingState, es_networks.ESParams]:

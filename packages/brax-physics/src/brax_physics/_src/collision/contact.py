@@ -19,8 +19,8 @@ from brax_physics._src.collision.convex import (
     primitive_shape,
     shape_envelope,
 )
-from brax_physics._src.collision.pairs import PairGroup
 from brax_physics._src.collision.primitives import make_frame
+from brax_physics._src.collision.types import PairGroup
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.system import System
 

@@ -47,7 +47,7 @@ from brax_physics._src.collision.primitives import NO_CONTACT, make_frame
 from brax_physics._src.linalg import MINVAL
 
 if TYPE_CHECKING:
-    from brax_physics._src.collision.pairs import PairGroup
+    from brax_physics._src.collision.types import PairGroup
     from brax_physics._src.system import System
 
 HFIELD = int(mjtGeom.mjGEOM_HFIELD)

@@ -21,7 +21,6 @@ step. Geoms with a mesh that collide with nothing are in no pair group and cost 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 from typing import Any
@@ -44,6 +43,7 @@ from brax_physics._src.collision.convex import (
     shape_search,
 )
 from brax_physics._src.collision.primitives import NO_CONTACT, _first_k, make_frame
+from brax_physics._src.collision.types import MeshData
 
 MESH = int(mjtGeom.mjGEOM_MESH)
 _PLANE = int(mjtGeom.mjGEOM_PLANE)
@@ -56,45 +56,6 @@ NCON: dict[tuple[int, int], int] = {
     (MESH, MESH): 1,
 }
 """Contact slots K per (type1, type2) pair with a mesh (type1 <= type2), multiccd disabled."""
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class MeshData:
-    """Static structure of a model's meshes (numpy, one entry per mesh), compared by content."""
-
-    vertadr: tuple[int, ...]
-    """First row of each mesh in `mesh_vert` (MuJoCo's mesh_vertadr)."""
-    vertnum: tuple[int, ...]
-    """Number of vertices of each mesh (MuJoCo's mesh_vertnum)."""
-    hull: tuple[np.ndarray, ...]
-    """Per mesh: (nhull,) int32 rows of `mesh_vert` of its convex hull's vertices (mesh_graph's
-    vert_globalid; empty without a hull graph)."""
-    face: tuple[np.ndarray, ...]
-    """Per mesh: (nface, 3) int32 rows of `mesh_vert` of its triangles (mesh_face, for rays)."""
-    plane_tri: tuple[np.ndarray, ...]
-    """Per mesh: (nhull, P, 3) int32 hull-local ids of three vertices of each polygon at each hull
-    vertex, ordered so that their cross product is the polygon's outward normal; -1 padded."""
-    plane_quad: tuple[np.ndarray, ...]
-    """Per mesh: (nhull, P, 4) int32 hull-local ids of the plane contacts of each polygon at each
-    hull vertex (MuJoCo's polygonQuad from that vertex, in polygon order); -1 padded."""
-    poly: tuple[np.ndarray, ...] = ()
-    """Per mesh: (npoly, V) int32 hull-local ids of each hull polygon's vertices in MuJoCo's
-    meshFace order (clockwise about the outward normal), padded with the polygon's first vertex."""
-    poly_num: tuple[np.ndarray, ...] = ()
-    """Per mesh: (npoly,) int32 vertex count of each hull polygon."""
-    digest: bytes = b""
-    """SHA-256 of the above (equality and hash)."""
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, MeshData) and self.digest == other.digest
-
-    def __hash__(self) -> int:
-        return hash(self.digest)
-
-    @property
-    def nmesh(self) -> int:
-        """Number of meshes."""
-        return len(self.vertadr)
 
 
 def _area4(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> float:

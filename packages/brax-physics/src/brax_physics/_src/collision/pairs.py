@@ -8,8 +8,6 @@ index arrays grouped by pair type (geoms, condim, explicit pair index, priority 
 
 from __future__ import annotations
 
-import dataclasses
-
 import mujoco
 import numpy as np
 
@@ -18,72 +16,8 @@ from brax_physics._src.collision.hfield import HFIELD_PAIRS, group_patch
 from brax_physics._src.collision.mesh import NCON as MESH_NCON
 from brax_physics._src.collision.mesh import unsupported_meshes
 from brax_physics._src.collision.multicontact import NCON as MULTICCD_NCON
+from brax_physics._src.collision.types import CollisionPairs, PairGroup
 from brax_physics._src.mjenum import keyword
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class PairGroup:
-    """All candidate pairs of one (type1, type2); arrays are (npair,) numpy, static under jit.
-
-    Only what decides shapes and control flow is here; the contact parameters are mixed every step
-    from the `System` leaves (`geom_friction`, ..., `pair_friction`, ...).
-    """
-
-    type1: int
-    """`mujoco.mjtGeom` code of every geom1 (the lower type)."""
-    type2: int
-    """`mujoco.mjtGeom` code of every geom2."""
-    ncon_per_pair: int
-    """Fixed number of contact slots K the collider returns per pair."""
-    geom1: np.ndarray
-    """(npair,) int32 geom ids of the lower-type geoms."""
-    geom2: np.ndarray
-    """(npair,) int32 geom ids of the other geoms."""
-    condim: np.ndarray
-    """(npair,) int32 contact dimensionality (1, 3, 4 or 6): the pair's, or the geoms' mixed."""
-    pair_id: np.ndarray
-    """(npair,) int32 index of the explicit `<pair>` (into `System.pair_*`), -1 for geom-geom pairs."""
-    winner: np.ndarray
-    """(npair,) int32 for geom-geom pairs: 1 if geom1 has the higher priority, 2 if geom2, 0 if equal."""
-    patch: tuple[int, int] = (0, 0)
-    """Height-field groups: (rows, cols) of grid cells each pair scans (`hfield.group_patch`)."""
-
-    @property
-    def npair(self) -> int:
-        """Number of pairs in the group."""
-        return int(self.geom1.shape[0])
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class CollisionPairs:
-    """Candidate pairs of a model, grouped by pair type (hashable by value for use as static data:
-    two loads of the same model share compiled programs)."""
-
-    groups: tuple[PairGroup, ...]
-    """One group per (type1, type2) present, in ascending type order."""
-    ccd_iterations: int = 35
-    """MuJoCo's `opt.ccd_iterations`: GJK and EPA iteration cap of the general convex collider."""
-    ccd_tolerance: float = 1e-6
-    """MuJoCo's `opt.ccd_tolerance`: GJK and EPA tolerance of the general convex collider."""
-
-    def _key(self) -> tuple[object, ...]:
-        groups = tuple(
-            (g.type1, g.type2, g.ncon_per_pair, g.patch,
-             *(a.tobytes() for a in (g.geom1, g.geom2, g.condim, g.pair_id, g.winner)))
-            for g in self.groups
-        )
-        return (self.ccd_iterations, self.ccd_tolerance, *groups)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CollisionPairs) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    @property
-    def ncon(self) -> int:
-        """Total number of contact slots (static)."""
-        return sum(g.npair * g.ncon_per_pair for g in self.groups)
 
 
 def _geom_name(m: mujoco.MjModel, g: int) -> str:

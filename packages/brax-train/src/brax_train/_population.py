@@ -19,6 +19,7 @@ from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh, NamedSharding
 
 from brax_train import running_statistics
+from brax_train.config import RunConfig, is_int
 from brax_train.runner import AXIS, P, constrain
 from brax_train.types import PRNGKey
 
@@ -232,14 +233,55 @@ def nonfinite_code(returns: jax.Array, update: Any, params: Any, normalizer: Any
     return code
 
 
+
+
+def check_observations(environment: brax_envs.Env, what: str) -> None:
+    """Raise ValueError for dict observations, which ES and ARS do not support (as in Google Brax)."""
+    if isinstance(environment, brax_envs.Env) and isinstance(environment.observation_size, Mapping):
+        raise ValueError(f"{what} supports array observations only; this environment's are a dict")
+
+
+def population_errors(
+    c: RunConfig, errors: list[str], device_count: int, name: str, size: Any, what: str
+) -> RunConfig:
+    """Check a population setting `name` = `size` (2 * size rollouts); the run config with `num_envs` set.
+
+    Shared by ES and ARS: `num_envs` must be unset (or already that rollout count), the rollouts must
+    split evenly over the devices, and an episode must be at least one action repeat long. `what`
+    names the agent's function in messages.
+    """
+    if not is_int(size) or size < 1:
+        errors.append(f"{name} must be an int >= 1, got {size!r}")
+        return c
+    rollouts = 2 * size
+    if c.num_envs not in (1, rollouts):
+        errors.append(
+            f"num_envs ({c.num_envs!r}) is not a setting of {what}: every generation runs 2 * {name} = "
+            f"{rollouts} rollouts; leave num_envs unset"
+        )
+    if device_count > 0 and rollouts % device_count:
+        errors.append(
+            f"{name} ({size}) does not divide across the {device_count} devices used: its 2 * {size} = "
+            f"{rollouts} rollouts per generation must split evenly (see max_devices_per_host)"
+        )
+    el, ar = c.episode_length, c.action_repeat
+    if el is None and not c.wrap_env:  # with wrap_env the runner's rules already ask for it
+        errors.append(f"episode_length is required: every {what} rollout is one episode of that many steps")
+    if is_int(el) and is_int(ar) and ar >= 1 and el is not None and 1 <= el < ar:
+        errors.append(f"episode_length ({el}) must be >= action_repeat ({ar}): a rollout is one episode")
+    return c.replace(num_envs=rollouts)
+
+
 __all__ = [
     "Act",
     "Moments",
     "Rollouts",
+    "check_observations",
     "counted_steps",
     "evaluate",
     "nonfinite_code",
     "perturb",
+    "population_errors",
     "reduce_moments",
     "update_statistics",
 ]

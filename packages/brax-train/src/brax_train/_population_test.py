@@ -11,8 +11,7 @@ import numpy as np
 from brax_envs import wrappers
 from jax.sharding import Mesh, NamedSharding
 
-from brax_train import running_statistics
-from brax_train.es import _population
+from brax_train import _population, running_statistics
 from brax_train.runner import AXIS, P
 
 
