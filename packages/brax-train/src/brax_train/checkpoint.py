@@ -12,6 +12,7 @@ it is incomplete and never chosen, and a step whose files do not match it raises
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -250,6 +251,38 @@ def normalizer_target(meta: dict[str, Any]) -> running_statistics.RunningStatist
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class NetworksCodec:
+    """How one agent's networks and parameters come back from a checkpoint step's `meta` alone."""
+
+    agent: str
+    """The agent's name (`meta["agent"]` of its checkpoints)."""
+    from_description: Callable[[dict[str, Any]], Any]
+    """Networks rebuilt from `meta["network"]`, the description the trainer recorded."""
+    params_target: Callable[[Any, running_statistics.RunningStatisticsState], Any]
+    """`(networks, normalizer) -> params`: freshly initialized parameters shaped as the saved ones."""
+    make_inference_fn: Callable[[Any, dict[str, Any]], Callable[..., Policy]]
+    """`(networks, meta) -> make_policy`."""
+    adapt_factory: Callable[[Callable[..., Any], dict[str, Any]], Callable[..., Any]] | None = None
+    """`(network_factory, meta) -> factory` called as `rebuild_networks` calls one, where the agent's
+    trainer calls its factory otherwise (RPPO's adds the hidden state's size)."""
+
+    def policy_from_checkpoint(
+        self, step_dir: pathlib.Path, meta: dict[str, Any], network_factory: Callable[..., Any] | None = None
+    ) -> tuple[Callable[..., Policy], Any]:
+        """`(make_policy, params)` of a checkpoint step of this agent, networks rebuilt from `meta`.
+
+        Give `network_factory` (called like the agent's trainer calls it) when the checkpoint notes
+        that its networks cannot be rebuilt.
+        """
+        factory = network_factory
+        if factory is not None and self.adapt_factory is not None:
+            factory = self.adapt_factory(factory, meta)
+        net = rebuild_networks(step_dir, meta, factory, self.from_description, self.agent)
+        params = restore_item(step_dir, "params", self.params_target(net, normalizer_target(meta)))
+        return self.make_inference_fn(net, meta), params
+
+
 class LoadedCheckpoint(NamedTuple):
     """A checkpoint's policy factory, parameters and metadata."""
 
@@ -299,6 +332,7 @@ __all__ = [
     "CorruptCheckpointError",
     "IncompleteCheckpointError",
     "LoadedCheckpoint",
+    "NetworksCodec",
     "Saver",
     "load",
     "load_policy",

@@ -8,7 +8,7 @@ from brax_train.apg.networks import (
     make_inference_fn,
     networks_from_description,
 )
-from brax_train.apg.restore import policy_from_checkpoint
+from brax_train.apg.spec import CODEC, SPEC, policy_from_checkpoint
 from brax_train.apg.train import (
     NonFiniteError,
     TrainingState,
@@ -19,6 +19,8 @@ from brax_train.apg.train import (
 )
 
 __all__ = [
+    "CODEC",
+    "SPEC",
     "APGConfig",
     "APGConfigError",
     "APGNetworks",

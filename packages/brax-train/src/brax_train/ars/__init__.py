@@ -8,7 +8,7 @@ from brax_train.ars.networks import (
     make_policy_network,
     network_from_description,
 )
-from brax_train.ars.restore import policy_from_checkpoint
+from brax_train.ars.spec import CODEC, SPEC, policy_from_checkpoint
 from brax_train.ars.train import (
     NonFiniteError,
     TrainingState,
@@ -19,6 +19,8 @@ from brax_train.ars.train import (
 )
 
 __all__ = [
+    "CODEC",
+    "SPEC",
     "ARSConfig",
     "ARSConfigError",
     "ARSNetwork",

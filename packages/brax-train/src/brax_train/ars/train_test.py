@@ -217,10 +217,13 @@ def test_nan_guard_names_step_quantity_and_checkpoint(runs: dict[str, Any]) -> N
 
 
 def test_exposes_what_the_agent_registry_reads() -> None:
-    """`brax_train.agents.spec("ars")` reads these names (the lead lists "ars" in `agents.AGENTS`)."""
-    from brax_train import ars
+    """`brax_train.agents.spec("ars")` is the package's explicit `SPEC`."""
+    from brax_train import agents, ars
     from brax_train.ars import config as ars_config
 
     assert ars.ARSConfig is ARSConfig and ars_config.validate is not None
     assert ars.env_steps_per_update(ARSConfig(number_of_directions=3, episode_length=10)) == 60
     assert ars.policy_from_checkpoint is policy_from_checkpoint and ars.train is train
+    spec = agents.spec("ars")
+    assert spec is ars.SPEC and spec.config_class is ARSConfig and spec.counts_env_steps
+    assert spec.policy_from_checkpoint is policy_from_checkpoint and ars.CODEC.agent == "ars"

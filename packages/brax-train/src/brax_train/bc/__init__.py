@@ -8,10 +8,12 @@ from brax_train.bc.networks import (
     make_inference_fn,
     networks_from_description,
 )
-from brax_train.bc.restore import policy_from_checkpoint
+from brax_train.bc.spec import CODEC, SPEC, policy_from_checkpoint
 from brax_train.bc.train import NonFiniteError, TrainingState, TrainResult, bc_loss, teacher_label, train
 
 __all__ = [
+    "CODEC",
+    "SPEC",
     "BCConfig",
     "BCConfigError",
     "BCNetworks",

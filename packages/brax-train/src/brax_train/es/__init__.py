@@ -9,10 +9,12 @@ from brax_train.es.networks import (
     make_inference_fn,
     networks_from_description,
 )
-from brax_train.es.restore import policy_from_checkpoint
+from brax_train.es.spec import CODEC, SPEC, policy_from_checkpoint
 from brax_train.es.train import NonFiniteError, TrainingState, TrainResult, train
 
 __all__ = [
+    "CODEC",
+    "SPEC",
     "ESConfig",
     "ESConfigError",
     "ESNetworks",

@@ -227,13 +227,16 @@ def test_dict_observations_are_refused() -> None:
 
 
 def test_exposes_what_the_agent_registry_reads() -> None:
-    """`brax_train.agents.spec("es")` reads these names (the lead lists "es" in `agents.AGENTS`)."""
-    from brax_train import es
+    """`brax_train.agents.spec("es")` is the package's explicit `SPEC`."""
+    from brax_train import agents, es
     from brax_train.es import config as es_config
 
     assert es.ESConfig is ESConfig and es_config.validate is not None
     assert es.env_steps_per_update(ESConfig(population_size=4, episode_length=10, action_repeat=2)) == 80
     assert es.policy_from_checkpoint is policy_from_checkpoint and es.train is train
+    spec = agents.spec("es")
+    assert spec is es.SPEC and spec.config_class is ESConfig and spec.counts_env_steps
+    assert spec.policy_from_checkpoint is policy_from_checkpoint and es.CODEC.agent == "es"
 
 
 class _OneStep(brax_envs.Wrapper):

@@ -10,10 +10,12 @@ from brax_train.ppo.networks import (
     networks_from_description,
 )
 from brax_train.ppo.optim import AdaptiveKLState, make_optimizer, scale_by_adaptive_kl
-from brax_train.ppo.restore import policy_from_checkpoint
+from brax_train.ppo.spec import CODEC, SPEC, policy_from_checkpoint
 from brax_train.ppo.train import NonFiniteError, TrainResult, env_steps_per_update, train
 
 __all__ = [
+    "CODEC",
+    "SPEC",
     "AdaptiveKLState",
     "NonFiniteError",
     "PPOConfig",

@@ -9,10 +9,12 @@ from brax_train.rppo.networks import (
     make_rppo_networks,
     networks_from_description,
 )
-from brax_train.rppo.restore import policy_from_checkpoint
+from brax_train.rppo.spec import CODEC, SPEC, policy_from_checkpoint
 from brax_train.rppo.train import env_steps_per_update, replay_hidden, sequence_loss, train
 
 __all__ = [
+    "CODEC",
+    "SPEC",
     "MemoryTanhDistribution",
     "MemoryWrapper",
     "RPPOConfig",

@@ -11,7 +11,7 @@ from brax_train.sac.networks import (
     networks_from_description,
 )
 from brax_train.sac.replay import ReplayBuffer
-from brax_train.sac.restore import policy_from_checkpoint
+from brax_train.sac.spec import CODEC, SPEC, policy_from_checkpoint
 from brax_train.sac.train import (
     Learner,
     NonFiniteError,
@@ -22,6 +22,8 @@ from brax_train.sac.train import (
 )
 
 __all__ = [
+    "CODEC",
+    "SPEC",
     "Learner",
     "NonFiniteError",
     "ReplayBuffer",

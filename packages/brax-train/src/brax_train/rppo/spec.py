@@ -1,0 +1,46 @@
+"""RPPO as the runner's users see it: config, trainer and checkpoint codec (`brax_train.agents`).
+
+Its checkpoints hold PPO's parameters for networks over `MemoryWrapper` observations: the restored
+policy maps `[obs, hidden]` to `[action, next_hidden]`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from brax_train import agents, checkpoint
+from brax_train.ppo import spec as ppo_spec
+from brax_train.rppo import config, networks
+from brax_train.rppo.memory import policy_env
+from brax_train.rppo.train import env_steps_per_update, train
+
+
+def _adapt_factory(network_factory: Callable[..., networks.RPPONetworks],
+                   meta: dict[str, Any]) -> Callable[..., networks.RPPONetworks]:
+    """A factory called with the environment's own sizes and `hidden_size=`, as RPPO's trainer calls it."""
+    hidden = int(meta.get("hidden_size", 0))
+
+    def factory(obs: int, act: int, **kw: Any) -> networks.RPPONetworks:
+        return network_factory(obs - hidden, act - hidden, hidden_size=hidden, **kw)
+
+    return factory
+
+
+CODEC = checkpoint.NetworksCodec(
+    agent="rppo", from_description=networks.networks_from_description,
+    params_target=ppo_spec.CODEC.params_target, make_inference_fn=ppo_spec.CODEC.make_inference_fn,
+    adapt_factory=_adapt_factory,
+)
+"""How RPPO's networks and parameters come back from a checkpoint (PPO's parameters, its factory form)."""
+
+policy_from_checkpoint = CODEC.policy_from_checkpoint
+
+SPEC = agents.AgentSpec(
+    name="rppo", config_class=config.RPPOConfig, validate=config.validate,
+    env_steps_per_update=env_steps_per_update, train=train, policy_from_checkpoint=policy_from_checkpoint,
+    policy_env=policy_env,
+)
+"""RPPO: what checkpoints and the CLI use (`agents.spec("rppo")`)."""
+
+__all__ = ["CODEC", "SPEC", "policy_from_checkpoint"]
