@@ -251,6 +251,12 @@ def normalizer_target(meta: dict[str, Any]) -> running_statistics.RunningStatist
     )
 
 
+def _no_options(meta: dict[str, Any]) -> dict[str, Any]:
+    """No inference options recorded."""
+    del meta
+    return {}
+
+
 @dataclasses.dataclass(frozen=True)
 class NetworksCodec:
     """How one agent's networks and parameters come back from a checkpoint step's `meta` alone."""
@@ -259,13 +265,23 @@ class NetworksCodec:
     """The agent's name (`meta["agent"]` of its checkpoints)."""
     from_description: Callable[[dict[str, Any]], Any]
     """Networks rebuilt from `meta["network"]`, the description the trainer recorded."""
-    params_target: Callable[[Any, running_statistics.RunningStatisticsState], Any]
-    """`(networks, normalizer) -> params`: freshly initialized parameters shaped as the saved ones."""
-    make_inference_fn: Callable[[Any, dict[str, Any]], Callable[..., Policy]]
-    """`(networks, meta) -> make_policy`."""
+    params_type: Callable[..., Any]
+    """The agent's parameters, a NamedTuple of `normalizer` and one field per network: field `f`
+    is initialized by the networks' `f_network` (or by the networks themselves, if a bare network)."""
+    make_inference_fn: Callable[..., Callable[..., Policy]]
+    """`make_inference_fn(networks, **inference_options(meta)) -> make_policy`."""
+    inference_options: Callable[[dict[str, Any]], dict[str, Any]] = _no_options
+    """Keywords of `make_inference_fn` recorded in `meta` (BC's `tanh_squash`)."""
     adapt_factory: Callable[[Callable[..., Any], dict[str, Any]], Callable[..., Any]] | None = None
     """`(network_factory, meta) -> factory` called as `rebuild_networks` calls one, where the agent's
     trainer calls its factory otherwise (RPPO's adds the hidden state's size)."""
+
+    def params_target(self, net: Any, meta: dict[str, Any]) -> Any:
+        """Freshly initialized parameters shaped as a checkpoint's (the restore target)."""
+        fields = [f for f in self.params_type._fields if f != "normalizer"]  # type: ignore[attr-defined]
+        keys = jax.random.split(jax.random.PRNGKey(0), len(fields))
+        inits = {f: getattr(net, f"{f}_network", net).init(k) for f, k in zip(fields, keys, strict=True)}
+        return self.params_type(normalizer=normalizer_target(meta), **inits)
 
     def policy_from_checkpoint(
         self, step_dir: pathlib.Path, meta: dict[str, Any], network_factory: Callable[..., Any] | None = None
@@ -279,8 +295,8 @@ class NetworksCodec:
         if factory is not None and self.adapt_factory is not None:
             factory = self.adapt_factory(factory, meta)
         net = rebuild_networks(step_dir, meta, factory, self.from_description, self.agent)
-        params = restore_item(step_dir, "params", self.params_target(net, normalizer_target(meta)))
-        return self.make_inference_fn(net, meta), params
+        params = restore_item(step_dir, "params", self.params_target(net, meta))
+        return self.make_inference_fn(net, **self.inference_options(meta)), params
 
 
 class LoadedCheckpoint(NamedTuple):

@@ -1,41 +1,28 @@
-"""BC as the runner's users see it: config, trainer and checkpoint codec (`brax_train.agents`)."""
+"""BC as the runner's users see it (`brax_train.agents`): config, trainer, checkpoint codec."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import jax
-
-from brax_train import agents, checkpoint, running_statistics
-from brax_train.bc import config, networks
-from brax_train.bc.config import env_steps_per_update
-from brax_train.bc.train import train
+from brax_train import agents, checkpoint
+from brax_train.bc import config, networks, train
 
 
-def _params_target(net: networks.BCNetworks,
-                   normalizer: running_statistics.RunningStatisticsState) -> networks.BCParams:
-    """Fresh parameters shaped as a checkpoint's (the restore target)."""
-    return networks.BCParams(normalizer=normalizer, policy=net.policy_network.init(jax.random.PRNGKey(0)))
-
-
-def _make_inference_fn(net: networks.BCNetworks, meta: dict[str, Any]) -> networks.MakePolicy:
-    """`make_policy` of restored networks."""
-    return networks.make_inference_fn(net, bool(meta.get("tanh_squash", True)))
+def _inference_options(meta: dict[str, Any]) -> dict[str, Any]:
+    """BC's squashing, as its checkpoint records it."""
+    return {"tanh_squash": bool(meta.get("tanh_squash", True))}
 
 
 CODEC = checkpoint.NetworksCodec(
-    agent="bc", from_description=networks.networks_from_description, params_target=_params_target,
-    make_inference_fn=_make_inference_fn,
+    "bc", networks.networks_from_description, networks.BCParams, networks.make_inference_fn,
+    inference_options=_inference_options,
 )
 """How BC's networks and parameters come back from a checkpoint."""
-
 policy_from_checkpoint = CODEC.policy_from_checkpoint
-
 SPEC = agents.AgentSpec(
-    name="bc", config_class=config.BCConfig, validate=config.validate,
+    name="bc", config_class=config.BCConfig, validate=config.validate, train=train.train,
+    env_steps_per_update=config.env_steps_per_update, policy_from_checkpoint=policy_from_checkpoint,
     resolve=config.resolve,
-    env_steps_per_update=env_steps_per_update, train=train,
-    policy_from_checkpoint=policy_from_checkpoint,
 )
 """BC: what checkpoints and the CLI use (`agents.spec("bc")`)."""
 

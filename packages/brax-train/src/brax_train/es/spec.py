@@ -1,41 +1,19 @@
-"""ES as the runner's users see it: config, trainer and checkpoint codec (`brax_train.agents`)."""
+"""ES as the runner's users see it (`brax_train.agents`): config, trainer, checkpoint codec."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import jax
-
-from brax_train import agents, checkpoint, running_statistics
-from brax_train.es import config, networks
-from brax_train.es.config import env_steps_per_update
-from brax_train.es.train import train
-
-
-def _params_target(net: networks.ESNetworks,
-                   normalizer: running_statistics.RunningStatisticsState) -> networks.ESParams:
-    """Fresh parameters shaped as a checkpoint's (the restore target)."""
-    return networks.ESParams(normalizer=normalizer, policy=net.policy_network.init(jax.random.PRNGKey(0)))
-
-
-def _make_inference_fn(net: networks.ESNetworks, meta: dict[str, Any]) -> networks.MakePolicy:
-    """`make_policy` of restored networks."""
-    return networks.make_inference_fn(net)
-
+from brax_train import agents, checkpoint
+from brax_train.es import config, networks, train
 
 CODEC = checkpoint.NetworksCodec(
-    agent="es", from_description=networks.networks_from_description, params_target=_params_target,
-    make_inference_fn=_make_inference_fn,
+    "es", networks.networks_from_description, networks.ESParams, networks.make_inference_fn,
 )
 """How ES's networks and parameters come back from a checkpoint."""
-
 policy_from_checkpoint = CODEC.policy_from_checkpoint
-
 SPEC = agents.AgentSpec(
-    name="es", config_class=config.ESConfig, validate=config.validate,
-    env_steps_per_update=env_steps_per_update,
-    counts_env_steps=config.COUNTS_ENV_STEPS, train=train,
-    policy_from_checkpoint=policy_from_checkpoint,
+    name="es", config_class=config.ESConfig, validate=config.validate, train=train.train,
+    env_steps_per_update=config.env_steps_per_update, policy_from_checkpoint=policy_from_checkpoint,
+    counts_env_steps=True,
 )
 """ES: what checkpoints and the CLI use (`agents.spec("es")`)."""
 

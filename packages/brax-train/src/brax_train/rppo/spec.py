@@ -1,4 +1,4 @@
-"""RPPO as the runner's users see it: config, trainer and checkpoint codec (`brax_train.agents`).
+"""RPPO as the runner's users see it (`brax_train.agents`): config, trainer, checkpoint codec.
 
 Its checkpoints hold PPO's parameters for networks over `MemoryWrapper` observations: the restored
 policy maps `[obs, hidden]` to `[action, next_hidden]`.
@@ -10,10 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from brax_train import agents, checkpoint
-from brax_train.ppo import spec as ppo_spec
-from brax_train.rppo import config, networks
-from brax_train.rppo.memory import policy_env
-from brax_train.rppo.train import env_steps_per_update, train
+from brax_train.ppo import networks as ppo_networks
+from brax_train.rppo import config, memory, networks, train
 
 
 def _adapt_factory(network_factory: Callable[..., networks.RPPONetworks],
@@ -28,18 +26,15 @@ def _adapt_factory(network_factory: Callable[..., networks.RPPONetworks],
 
 
 CODEC = checkpoint.NetworksCodec(
-    agent="rppo", from_description=networks.networks_from_description,
-    params_target=ppo_spec.CODEC.params_target, make_inference_fn=ppo_spec.CODEC.make_inference_fn,
+    "rppo", networks.networks_from_description, ppo_networks.PPOParams, ppo_networks.make_inference_fn,
     adapt_factory=_adapt_factory,
 )
 """How RPPO's networks and parameters come back from a checkpoint (PPO's parameters, its factory form)."""
-
 policy_from_checkpoint = CODEC.policy_from_checkpoint
-
 SPEC = agents.AgentSpec(
-    name="rppo", config_class=config.RPPOConfig, validate=config.validate,
-    env_steps_per_update=env_steps_per_update, train=train, policy_from_checkpoint=policy_from_checkpoint,
-    policy_env=policy_env,
+    name="rppo", config_class=config.RPPOConfig, validate=config.validate, train=train.train,
+    env_steps_per_update=train.env_steps_per_update, policy_from_checkpoint=policy_from_checkpoint,
+    policy_env=memory.policy_env,
 )
 """RPPO: what checkpoints and the CLI use (`agents.spec("rppo")`)."""
 

@@ -1,40 +1,18 @@
-"""SAC as the runner's users see it: config, trainer and checkpoint codec (`brax_train.agents`)."""
+"""SAC as the runner's users see it (`brax_train.agents`): config, trainer, checkpoint codec."""
 
 from __future__ import annotations
 
-from typing import Any
-
-import jax
-
-from brax_train import agents, checkpoint, running_statistics
-from brax_train.sac import config, networks
-from brax_train.sac.train import env_steps_per_update, train
-
-
-def _params_target(net: networks.SACNetworks,
-                   normalizer: running_statistics.RunningStatisticsState) -> networks.SACParams:
-    """Fresh parameters shaped as a checkpoint's (the restore target)."""
-    return networks.SACParams(normalizer=normalizer,
-                              policy=jax.jit(net.policy_network.init)(jax.random.PRNGKey(0)))
-
-
-def _make_inference_fn(net: networks.SACNetworks, meta: dict[str, Any]) -> networks.MakePolicy:
-    """`make_policy` of restored networks."""
-    return networks.make_inference_fn(net)
-
+from brax_train import agents, checkpoint
+from brax_train.sac import config, networks, train
 
 CODEC = checkpoint.NetworksCodec(
-    agent="sac", from_description=networks.networks_from_description, params_target=_params_target,
-    make_inference_fn=_make_inference_fn,
+    "sac", networks.networks_from_description, networks.SACParams, networks.make_inference_fn,
 )
 """How SAC's networks and parameters come back from a checkpoint."""
-
 policy_from_checkpoint = CODEC.policy_from_checkpoint
-
 SPEC = agents.AgentSpec(
-    name="sac", config_class=config.SACConfig, validate=config.validate,
-    env_steps_per_update=env_steps_per_update, train=train,
-    policy_from_checkpoint=policy_from_checkpoint,
+    name="sac", config_class=config.SACConfig, validate=config.validate, train=train.train,
+    env_steps_per_update=train.env_steps_per_update, policy_from_checkpoint=policy_from_checkpoint,
 )
 """SAC: what checkpoints and the CLI use (`agents.spec("sac")`)."""
 
