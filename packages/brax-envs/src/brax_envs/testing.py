@@ -6,7 +6,7 @@ Every environment's test calls it. It raises `AssertionError` with a message nam
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -29,15 +29,16 @@ def _avals(tree: Any) -> list[tuple[str, Any]]:
     return [(jax.tree_util.keystr(p), jax.typeof(x)) for p, x in leaves]
 
 
-def _check_state(env: Env, state: Any, where: str, batch: tuple[int, ...] = ()) -> None:
+def _check_structure(env: Env, state: Any, where: str, batch: tuple[int, ...] = ()) -> None:
+    """The state's types, shapes and dtypes (concrete or abstract, as `jax.eval_shape` gives)."""
     assert isinstance(state, State), f"{where}: expected brax_envs.State, got {type(state).__name__}"
     size = env.observation_size
     obs = state.obs
     if batch:
-        obs = jax.tree.map(lambda x: x[0], obs)
         for leaf in jax.tree.leaves(state.obs):
             assert leaf.shape[:len(batch)] == batch, \
                 f"{where}: obs leaf shape {leaf.shape} lacks batch {batch}"
+        obs = jax.tree.map(lambda x: np.empty(x.shape[len(batch):], x.dtype), obs)  # one member's shapes
     got = observation_size_of(obs)
     if isinstance(size, Mapping):
         assert isinstance(got, Mapping) and dict(got) == dict(size), \
@@ -46,16 +47,22 @@ def _check_state(env: Env, state: Any, where: str, batch: tuple[int, ...] = ()) 
         assert got == size, f"{where}: observation shape gives {got}, observation_size is {size}"
     for name in ("reward", "done"):
         val = getattr(state, name)
-        assert isinstance(val, jax.Array), f"{where}: {name} is {type(val).__name__}, not a jax.Array"
+        assert isinstance(val, jax.Array | jax.ShapeDtypeStruct), \
+            f"{where}: {name} is {type(val).__name__}, not a jax.Array"
         assert val.shape == batch, f"{where}: {name} shape {val.shape} != {batch}"
         assert val.dtype == jnp.float32, f"{where}: {name} dtype {val.dtype} != float32"
-    done = np.asarray(state.done)
-    assert np.all((done == 0) | (done == 1)), f"{where}: done values {done} not in {{0, 1}}"
     assert isinstance(state.metrics, dict), f"{where}: metrics is {type(state.metrics).__name__}, not dict"
     assert isinstance(state.info, dict), f"{where}: info is {type(state.info).__name__}, not dict"
     for k, v in state.metrics.items():
         assert isinstance(k, str), f"{where}: metric key {k!r} is not a str"
         assert jnp.shape(v) == batch, f"{where}: metrics[{k!r}] shape {jnp.shape(v)} != {batch}"
+
+
+def _check_state(env: Env, state: Any, where: str, batch: tuple[int, ...] = ()) -> None:
+    """The state's structure, `done` in {0, 1} and finite floating-point leaves."""
+    _check_structure(env, state, where, batch)
+    done = np.asarray(state.done)
+    assert np.all((done == 0) | (done == 1)), f"{where}: done values {done} not in {{0, 1}}"
     for part in ("pipeline_state", "obs", "reward", "done", "metrics", "info"):
         for name, leaf in _np_leaves(getattr(state, part)):
             if np.issubdtype(leaf.dtype, np.inexact):
@@ -77,7 +84,8 @@ class EnvCheck(NamedTuple):
 
 def check_env(env: Env, *, num_steps: int = 3, batch_size: int = 2, seed: int = 0,
               action_fn: Callable[[jax.Array, int], jax.Array] | None = None,
-              rtol: float = 1e-4, atol: float = 1e-5) -> EnvCheck:
+              rtol: float = 1e-4, atol: float = 1e-5,
+              vmap: Literal["compile", "trace"] = "compile") -> EnvCheck:
     """Assert that `env` (unbatched, unwrapped or not) honours the `Env` contract.
 
     Checks: `reset`/`step` trace once under `jax.jit` across resets with other keys and
@@ -139,8 +147,20 @@ def check_env(env: Env, *, num_steps: int = 3, batch_size: int = 2, seed: int = 
         for (name, a1), (_, a2) in zip(_np_leaves(s1), _np_leaves(s2), strict=True):
             assert np.array_equal(a1, a2, equal_nan=True), f"not deterministic at state {i}: leaf {name}"
 
+    if vmap not in ("compile", "trace"):
+        raise ValueError(f"check_env: vmap must be 'compile' or 'trace', got {vmap!r}")
     keys = jax.random.split(key_reset, batch_size)
     acts = jnp.stack([actions[0]] * batch_size)
+    if vmap == "trace":
+        abstract = [jax.eval_shape(jax.vmap(env.reset), keys)]
+        abstract.append(jax.eval_shape(jax.vmap(env.step), abstract[0], acts))
+        batched = [(name, (batch_size, *aval.shape), aval.dtype) for name, aval in reset_avals]
+        for i, vs in enumerate(abstract):
+            where = f"vmap {'reset' if i == 0 else 'step'}"
+            _check_structure(env, vs, where, batch=(batch_size,))
+            got = [(name, aval.shape, aval.dtype) for name, aval in _avals(vs)]
+            assert got == batched, f"{where}: batched structure differs from the unbatched one"
+        return EnvCheck(reset=reset_j, step=step_j, states=states, actions=actions)
     vreset, vstep = jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
     vstates = [vreset(keys)]
     vstates.append(vstep(vstates[0], acts))

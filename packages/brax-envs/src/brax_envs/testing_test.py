@@ -75,3 +75,30 @@ def test_check_env_returns_the_jitted_rollout() -> None:
     assert len(check.states) == 3 and len(check.actions) == 2
     again = check.step(check.states[0], check.actions[0])
     assert float(again.reward) == float(check.states[1].reward)
+
+
+@jax.custom_batching.custom_vmap
+def _doubled_when_batched(x: jax.Array) -> jax.Array:
+    return x
+
+
+@_doubled_when_batched.def_vmap
+def _doubling_rule(axis_size: int, in_batched: list[bool], x: jax.Array) -> tuple[jax.Array, bool]:
+    return jnp.concatenate([x, x], axis=-1), in_batched[0]
+
+
+class WiderUnderVmap(Fast):
+    def step(self, state: State, action: jax.Array) -> State:
+        s = super().step(state, action)
+        return s.replace(obs=_doubled_when_batched(s.obs))
+
+
+def test_traced_vmap_checks_structure_without_compiling() -> None:
+    check = check_env(Fast(), num_steps=2, vmap="trace")
+    assert len(check.states) == 3
+    # the numerical batched-versus-unbatched comparison needs the compiled batch: not made here
+    check_env(DiffersUnderVmap(), num_steps=2, vmap="trace")
+    with pytest.raises(AssertionError, match="vmap step: observation shape gives 4, observation_size is 2"):
+        check_env(WiderUnderVmap(), num_steps=2, vmap="trace")
+    with pytest.raises(ValueError, match="vmap must be 'compile' or 'trace', got 'no'"):
+        check_env(Fast(), num_steps=2, vmap="no")  # type: ignore[arg-type]

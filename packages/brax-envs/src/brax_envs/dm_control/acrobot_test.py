@@ -33,4 +33,4 @@ def test_check_env_and_episode_length() -> None:
     assert env.n_frames == 1 and env.episode_length == 1000
     # seed 1: at seed 0 the engine's inactive plane-cylinder slots (decoration vs floor) flip pos
     # on round-off between vmap and single runs
-    testing.check_env(env, seed=1)
+    testing.check_env(env, vmap="trace", seed=1)

@@ -50,4 +50,4 @@ def test_target_distribution_matches_dm_control() -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("swim")
     assert env.n_frames == 10 and env.episode_length == 1000
-    testing.check_env(env)
+    testing.check_env(env, vmap="trace")

@@ -35,4 +35,4 @@ def test_initial_states_match_dm_control() -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("hop")
     assert env.n_frames == 4 and env.episode_length == 1000
-    testing.check_env(env)
+    testing.check_env(env, vmap="trace")

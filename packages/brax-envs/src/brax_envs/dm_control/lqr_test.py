@@ -56,4 +56,4 @@ def test_terminates_at_rest_at_zero() -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("lqr_6_2")
     assert env.n_frames == 1 and env.episode_length is None
-    testing.check_env(env)
+    testing.check_env(env, vmap="trace")

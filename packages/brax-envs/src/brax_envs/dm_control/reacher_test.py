@@ -53,4 +53,4 @@ def test_targets_match_dm_control() -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("hard")
     assert env.n_frames == 1 and env.episode_length == 1000
-    testing.check_env(env)
+    testing.check_env(env, vmap="trace")

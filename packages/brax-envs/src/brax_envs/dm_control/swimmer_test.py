@@ -59,4 +59,4 @@ def test_target_distribution_matches_dm_control() -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("swimmer6")
     assert env.n_frames == 15 and env.episode_length == 1000
-    testing.check_env(env)
+    testing.check_env(env, vmap="trace")

@@ -14,7 +14,7 @@ from brax_envs.testing import EnvCheck, check_env
 @pytest.fixture(scope="module")
 def checked() -> tuple[Hopper, EnvCheck]:
     env = Hopper()
-    return env, check_env(env, num_steps=2)
+    return env, check_env(env, vmap="trace", num_steps=2)
 
 
 def test_sizes(checked: tuple[Hopper, EnvCheck]) -> None:

@@ -12,7 +12,7 @@ from brax_envs.testing import EnvCheck, check_env
 @pytest.fixture(scope="module")
 def checked() -> tuple[Pusher, EnvCheck]:
     env = Pusher()
-    return env, check_env(env, num_steps=2)
+    return env, check_env(env, vmap="trace", num_steps=2)
 
 
 def test_sizes(checked: tuple[Pusher, EnvCheck]) -> None:
