@@ -2,7 +2,7 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
-from brax_envs import locomotion, testing, wrappers
+from brax_envs import locomotion, manipulation, testing, wrappers
 from brax_envs.base import (
     Env,
     Observation,
@@ -37,6 +37,7 @@ __all__ = [
     "create",
     "get_environment",
     "locomotion",
+    "manipulation",
     "observation_size_of",
     "register_environment",
     "registered_environments",

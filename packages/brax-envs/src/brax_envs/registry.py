@@ -100,3 +100,12 @@ def _register_locomotion() -> None:
 
 
 _register_locomotion()
+
+
+def _register_manipulation() -> None:
+    from brax_envs import manipulation
+
+    register_environment("manipulation/arm-pick-cube", manipulation.arm_pick_cube)
+
+
+_register_manipulation()

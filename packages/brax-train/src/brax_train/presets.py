@@ -211,6 +211,17 @@ PPO_PRESETS.update({
     "locomotion/humanoid-joystick-flat": _JOYSTICK,
 })
 
+# Pick and lift (issue 56): 4 s episodes (a scripted grasp takes about 2.4 s), the critic also sees
+# the cube's velocity and the pads' contacts; rewards are dt-scaled, hence the reward scaling.
+_PICK = _JOYSTICK.replace(
+    num_timesteps=30_000_000,
+    episode_length=200,
+    learning_rate=1e-3,
+    entropy_cost=2e-2,
+    reward_scaling=10.0,
+)
+PPO_PRESETS["manipulation/arm-pick-cube"] = _PICK
+
 
 @dataclasses.dataclass(frozen=True)
 class Band:
