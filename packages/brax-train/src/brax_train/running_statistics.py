@@ -56,7 +56,7 @@ def init_state(shapes: Any, std_eps: float = 0.0, mode: str = "welford") -> Runn
         return tuple(x) if isinstance(x, tuple) else tuple(jnp.shape(x))
 
     is_leaf = lambda x: isinstance(x, tuple) and all(isinstance(d, int) for d in x)  # noqa: E731
-    # One array per field: a training step donates its state (runner._chunk_fn), and two fields
+    # One array per field: a training step donates its state (runner._loop._chunk_fn), and two fields
     # sharing one buffer would be donated twice (XLA refuses the call).
     def filled(value: float) -> Any:
         return jax.tree.map(lambda s: jnp.full(shape_of(s), value, jnp.float32), shapes, is_leaf=is_leaf)
