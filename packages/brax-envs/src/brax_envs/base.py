@@ -72,6 +72,10 @@ def _step_finite(action: Any, nstate: State) -> jax.Array:
 class Env(abc.ABC):
     """Abstract environment: pure `reset`/`step` functions plus static sizes."""
 
+    persistent_info: tuple[str, ...] = ()
+    """`info` keys that outlive an episode (a curriculum level): `AutoResetWrapper`'s restarts keep
+    them, where they bring back every other key the environment's `reset` writes."""
+
     @abc.abstractmethod
     def reset(self, rng: jax.Array) -> State:
         """Initial state of an episode drawn with key `rng`."""

@@ -77,6 +77,10 @@ class RunConfig:
     randomize_per_episode: bool = False
     """Draw each training env's `randomization_fn` parameters anew at every auto-reset (called as
     `fn(sys, rng=keys)` inside the jitted reset) instead of once per run; evaluation stays once per run."""
+    fresh_reset: bool | None = None
+    """Restart finished training episodes from a new `reset` (True: every episode starts anew, as a
+    terrain drawn per episode needs) or from each env's first state (False, Google Brax's cached
+    restart); None: fresh exactly when `randomize_per_episode`."""
 
     def replace(self: C, **changes: Any) -> C:
         """A copy with the given fields changed."""
@@ -194,6 +198,15 @@ def run_errors(c: RunConfig, device_count: int) -> list[str]:
                 "randomize_per_episode=True cannot be combined with wrap_env_fn; call "
                 "brax_envs.wrappers.wrap_for_training(..., randomize_per_episode=True) inside it instead"
             )
+    fresh: object = c.fresh_reset
+    if fresh is not None and not isinstance(fresh, bool):
+        errors.append(f"fresh_reset must be a bool or None, got {fresh!r}")
+    elif fresh is False and per_episode is True:
+        errors.append("fresh_reset=False cannot restart randomize_per_episode=True episodes (a new System "
+                      "needs its own initial state); leave fresh_reset unset or True")
+    elif fresh is not None and c.wrap_env_fn is not None:
+        errors.append("fresh_reset cannot be combined with wrap_env_fn; pass fresh_reset= to "
+                      "brax_envs.wrappers.wrap_for_training inside it instead")
     eval_env: object = c.eval_env
     if eval_env is not None and not isinstance(eval_env, brax_envs.Env):
         errors.append(f"eval_env must be a brax_envs.Env, got {type(eval_env).__name__}")

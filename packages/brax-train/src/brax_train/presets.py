@@ -209,6 +209,9 @@ _JOYSTICK = PPO_BASE.replace(
 PPO_PRESETS.update({
     "locomotion/quadruped-joystick-flat": _JOYSTICK,
     "locomotion/humanoid-joystick-flat": _JOYSTICK,
+    # a new terrain every episode needs fresh resets (the curriculum level survives them)
+    "locomotion/quadruped-joystick-rough": _JOYSTICK.replace(fresh_reset=True),
+    "locomotion/humanoid-joystick-rough": _JOYSTICK.replace(fresh_reset=True),
 })
 
 # Pick and lift (issue 56): 4 s episodes (a scripted grasp takes about 2.4 s), the critic also sees

@@ -3,7 +3,8 @@
 `Joystick(mjcf, LeggedRobot(...))` turns any legged MJCF with position actuators and a standing
 keyframe into a velocity-tracking task; `quadruped_joystick` and `humanoid_joystick` build it on
 the models in `assets/` (registered as `locomotion/quadruped-joystick-flat` and
-`locomotion/humanoid-joystick-flat`).
+`locomotion/humanoid-joystick-flat`); `quadruped_joystick_rough` and `humanoid_joystick_rough` put
+them on per-episode rough terrain with a difficulty curriculum (`terrain.Terrain`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from brax_envs.locomotion.joystick import Joystick, LeggedRobot, RewardWeights, reward_terms
+from brax_envs.locomotion.terrain import Terrain
 
 _ASSETS = Path(__file__).parent / "assets"
 
@@ -47,14 +49,41 @@ def humanoid_joystick(full_collision: bool = False, **kwargs: Any) -> Joystick:
     return Joystick(_scene("humanoid", full_collision), HUMANOID, **kwargs)
 
 
+QUADRUPED_TERRAIN = Terrain(max_height=0.3)
+"""The quadruped's rough terrain: fields up to 0.3 m (`assets/quadruped_scene_rough.xml`'s scale)."""
+
+HUMANOID_TERRAIN = Terrain(max_height=0.2)
+"""The humanoid's rough terrain: fields up to 0.2 m (`assets/humanoid_scene_rough.xml`'s scale)."""
+
+
+def quadruped_joystick_rough(terrain: Terrain = QUADRUPED_TERRAIN, **kwargs: Any) -> Joystick:
+    """The joystick task on our quadruped on curriculum rough terrain (`Joystick` keywords in `kwargs`).
+
+    Train under `AutoResetWrapper(fresh_reset=True)` for a new field every episode; `reset_level` sets
+    the level of plain resets (evaluation).
+    """
+    return Joystick(asset("quadruped_scene_rough.xml"), QUADRUPED, terrain=terrain, **kwargs)
+
+
+def humanoid_joystick_rough(terrain: Terrain = HUMANOID_TERRAIN, **kwargs: Any) -> Joystick:
+    """The joystick task on our humanoid on curriculum rough terrain (`Joystick` keywords in `kwargs`)."""
+    kwargs.setdefault("command_range", ((-0.8, 0.8), (-0.4, 0.4), (-0.8, 0.8)))
+    return Joystick(asset("humanoid_scene_rough.xml"), HUMANOID, terrain=terrain, **kwargs)
+
+
 __all__ = [
     "HUMANOID",
+    "HUMANOID_TERRAIN",
     "QUADRUPED",
+    "QUADRUPED_TERRAIN",
     "Joystick",
     "LeggedRobot",
     "RewardWeights",
+    "Terrain",
     "asset",
     "humanoid_joystick",
+    "humanoid_joystick_rough",
     "quadruped_joystick",
+    "quadruped_joystick_rough",
     "reward_terms",
 ]

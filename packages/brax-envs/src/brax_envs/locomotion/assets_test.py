@@ -11,6 +11,8 @@ import mujoco
 import numpy as np
 import pytest
 
+from brax_envs import locomotion
+
 ASSETS = pathlib.Path(__file__).parent / "assets"
 
 Limits = dict[str, tuple[tuple[float, float], float]]  # joint: ((lo, hi) rad, torque limit Nm)
@@ -160,11 +162,12 @@ def _stand(robot: str, variant: str) -> Stand:
 
 
 def test_asset_files() -> None:
-    """The directory holds each robot, its two collision variants, their flat scenes and the README."""
+    """The directory holds each robot, its collision variants, their flat and rough scenes, the README."""
     names = {p.name for p in ASSETS.iterdir()}
     expected = {"README.md"} | {
         f"{r}{suffix}.xml" for r in ROBOTS
-        for suffix in ("_common", "", "_full_collision", "_scene_flat", "_full_collision_scene_flat")
+        for suffix in ("_common", "", "_full_collision", "_scene_flat", "_full_collision_scene_flat",
+                       "_scene_rough")
     }
     assert expected <= names
 
@@ -364,3 +367,37 @@ def test_brax_physics_loads_the_scene(robot: str, variant: str) -> None:
     """`brax_physics.load_mjcf` accepts each scene (builds a System; nothing is compiled)."""
     sys = brax_physics.load_mjcf(ASSETS / f"{robot}{variant}_scene_flat.xml")
     assert isinstance(sys, brax_physics.System)
+
+
+ROUGH_TERRAIN = {"quadruped": locomotion.QUADRUPED_TERRAIN, "humanoid": locomotion.HUMANOID_TERRAIN}
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_rough_scene_height_field(robot: str) -> None:
+    """The rough scene's floor: one flat height field sized as the robot's `Terrain`, at the origin."""
+    m = mujoco.MjModel.from_xml_path(str(ASSETS / f"{robot}_scene_rough.xml"))
+    t = ROUGH_TERRAIN[robot]
+    assert m.nhfield == 1 and (m.hfield_nrow[0], m.hfield_ncol[0]) == (t.size, t.size)
+    np.testing.assert_allclose(m.hfield_size[0, :3], [t.half_extent, t.half_extent, t.max_height])
+    assert m.hfield_size[0, 3] > 0 and not np.any(m.hfield_data)
+    g = m.geom("terrain")
+    assert g.type[0] == mujoco.mjtGeom.mjGEOM_HFIELD and g.bodyid[0] == 0 and g.dataid[0] == 0
+    assert not np.any(g.pos) and np.array_equal(g.quat, [1.0, 0.0, 0.0, 0.0])
+    assert (g.contype[0], g.conaffinity[0], g.condim[0]) == (1, 1, 3)
+    assert "floor" not in {m.geom(i).name for i in range(m.ngeom)}
+
+
+@pytest.mark.parametrize("robot", ROBOTS)
+def test_rough_scene_holds_the_same_robot_standing_on_the_field(robot: str) -> None:
+    """The flat scene's robot and keyframe; at `home` the soles rest on the field and nothing else touches."""
+    m = mujoco.MjModel.from_xml_path(str(ASSETS / f"{robot}_scene_rough.xml"))
+    flat = _model(robot, "")
+    assert (m.nq, m.nv, m.nu, m.nbody) == (flat.nq, flat.nv, flat.nu, flat.nbody)
+    np.testing.assert_array_equal(m.key_qpos, flat.key_qpos)
+    np.testing.assert_array_equal(m.actuator_gainprm, flat.actuator_gainprm)
+    d = _home(m)
+    feet = ROBOTS[robot].feet
+    for foot in feet:
+        assert abs(_lowest(m, d, foot)) < 1e-3, foot
+    assert all("terrain" in pair and pair - {"terrain"} <= set(feet) for pair in _contact_names(m, d))
+    assert isinstance(brax_physics.load_mjcf(ASSETS / f"{robot}_scene_rough.xml"), brax_physics.System)

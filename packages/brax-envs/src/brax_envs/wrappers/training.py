@@ -9,7 +9,7 @@ statistics) -> `VmapWrapper`, `DomainRandomizationVmapWrapper` or
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import brax_physics
@@ -29,7 +29,7 @@ RANDOMIZED_SYS_KEY = "randomized_sys"
 # `RANDOMIZED_SYS_KEY` is deliberately absent: a fresh reset's new draw must replace the old episode's.
 _WRAPPER_INFO_KEYS = frozenset({
     "steps", "truncation", "episode_done", "episode_metrics", "final_obs", "first_obs",
-    "first_pipeline_state", "reset_rng", "nan_steps_total", "eval_metrics",
+    "first_pipeline_state", "first_info", "reset_rng", "nan_steps_total", "eval_metrics",
 })
 
 
@@ -422,6 +422,13 @@ class AutoResetWrapper(Wrapper):
     in `info['final_obs']` (equal to `obs` on other steps) for value bootstrapping. Over a
     `PerEpisodeDomainRandomizationVmapWrapper` a fresh reset also brings the restarted environments
     new `info['randomized_sys']` parameters, so that wrapper requires `fresh_reset=True`.
+
+    A restart brings back the environment's own `info` too (the keys its `reset` writes: a cached
+    restart restores the cached ones), so an episode never starts with what the last one left there
+    (a command, the last action, feet positions). State that must outlive an episode (a curriculum
+    level, say) is declared by the environment: the innermost environment's `persistent_info`
+    (`Env.persistent_info`, a tuple of `info` keys) names keys that no restart overwrites, so a
+    restarted environment keeps the value its finished episode left there.
     """
 
     def __init__(self, env: Env, fresh_reset: bool = False, reset_chunks: int = 1) -> None:
@@ -446,6 +453,7 @@ class AutoResetWrapper(Wrapper):
         else:
             info["first_pipeline_state"] = state.pipeline_state
             info["first_obs"] = state.obs
+            info["first_info"] = {k: state.info[k] for k in _restarted_info(self.env, state.info)}
         return state.replace(info=info)
 
     def step(self, state: State, action: jax.Array) -> State:
@@ -461,8 +469,8 @@ class AutoResetWrapper(Wrapper):
         if self.fresh_reset:
             key_now, key_next = _split_keys(info["reset_rng"])
             info["reset_rng"] = key_next
-            reset_keys = [k for k in jax.eval_shape(self.env.reset, key_now).info
-                          if k not in _WRAPPER_INFO_KEYS and k in info]
+            reset_keys = [k for k in _restarted_info(self.env, jax.eval_shape(self.env.reset, key_now).info)
+                          if k in info]
             current = (state.pipeline_state, state.obs, {k: info[k] for k in reset_keys})
 
             def fresh(keys: jax.Array) -> Any:
@@ -480,7 +488,18 @@ class AutoResetWrapper(Wrapper):
         else:
             pipeline_state = _select(done, info["first_pipeline_state"], state.pipeline_state)
             obs = _select(done, info["first_obs"], state.obs)
+            first = info["first_info"]
+            info.update(_select(done, first, {k: info[k] for k in first}))
         return state.replace(pipeline_state=pipeline_state, obs=obs, info=info)
+
+
+def _restarted_info(env: Env, info: Mapping[str, Any]) -> list[str]:
+    """The keys of a reset's `info` that a restart brings back: the environment's own, not persistent."""
+    keys: object = env.unwrapped.persistent_info  # a subclass may set anything
+    if not isinstance(keys, tuple) or not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"{type(env.unwrapped).__name__}.persistent_info must be a tuple of info keys, "
+                        f"got {keys!r}")
+    return [k for k in info if k not in _WRAPPER_INFO_KEYS and k not in keys]
 
 
 def _chunked_restarts(fresh: Callable[[jax.Array], Any], done: jax.Array, keys: jax.Array, current: Any,

@@ -477,3 +477,46 @@ def test_per_episode_randomization_checks(pendulum: PendulumSwingup) -> None:
 
     with pytest.raises(ValueError, match="body_mass"):
         wrappers.PerEpisodeDomainRandomizationVmapWrapper(pendulum, wrong_axes)
+
+
+class _Levels(Env):
+    """Episodes of two steps (the physics state counts them); `level` and `t` count every step taken."""
+
+    persistent_info = ("level",)
+
+    def reset(self, rng: jax.Array) -> State:
+        zero = jnp.zeros((), jnp.float32)
+        return State(pipeline_state=zero, obs=jnp.zeros(1), reward=zero, done=zero,
+                     info={"level": zero, "t": zero})
+
+    def step(self, state: State, action: jax.Array) -> State:
+        info = {**state.info, "level": state.info["level"] + 1, "t": state.info["t"] + 1}
+        done = (state.pipeline_state + 1 >= 2).astype(jnp.float32)
+        return state.replace(pipeline_state=state.pipeline_state + 1, obs=state.obs + 1, done=done, info=info)
+
+    @property
+    def action_size(self) -> int:
+        return 1
+
+
+@pytest.mark.parametrize(("fresh", "chunks"), [(True, 1), (True, 2), (False, 1)])
+def test_persistent_info_survives_auto_resets(fresh: bool, chunks: int) -> None:
+    env = wrappers.AutoResetWrapper(wrappers.VmapWrapper(_Levels()), fresh_reset=fresh, reset_chunks=chunks)
+    state = env.reset(jax.random.split(jax.random.PRNGKey(0), 4))
+    step = jax.jit(env.step)
+    for _ in range(3):
+        state = step(state, jnp.zeros((4, 1)))
+    np.testing.assert_array_equal(state.info["level"], 3.0)  # carried through the restart after step 2
+    np.testing.assert_array_equal(state.pipeline_state, 1.0)  # one step into the second episode
+    # every other key of the environment's restarts with the episode, fresh or cached
+    np.testing.assert_array_equal(state.info["t"], 1.0)
+
+
+def test_declared_keys_must_be_strings() -> None:
+    class Bad(_Levels):
+        persistent_info = "level"  # type: ignore[assignment]
+
+    env = wrappers.AutoResetWrapper(wrappers.VmapWrapper(Bad()), fresh_reset=True)
+    state = env.reset(jax.random.split(jax.random.PRNGKey(0), 2))
+    with pytest.raises(TypeError, match=r"Bad.persistent_info must be a tuple of info keys"):
+        env.step(state, jnp.zeros((2, 1)))

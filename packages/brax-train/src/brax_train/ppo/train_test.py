@@ -507,6 +507,24 @@ def test_randomize_per_episode_validation() -> None:
     assert PPOConfig(randomize_per_episode=True).to_json()["randomize_per_episode"] is True
 
 
+def test_fresh_reset_reaches_the_auto_reset_and_is_validated() -> None:
+    from brax_envs import wrappers
+
+    from brax_train import runner
+
+    small = {**BASE, "num_timesteps": STEP}
+    for fresh, expected in ((None, False), (True, True), (False, False)):
+        c = PPOConfig(**{**small, "fresh_reset": fresh})
+        env = runner.wrap_env(fast(), c, 2, jax.random.PRNGKey(0))
+        assert isinstance(env, wrappers.AutoResetWrapper) and env.fresh_reset is expected
+    with pytest.raises(PPOConfigError, match="fresh_reset must be a bool or None, got 1"):
+        train(fast(), **small, fresh_reset=1)
+    with pytest.raises(PPOConfigError, match="fresh_reset=False cannot restart randomize_per_episode=True"):
+        train(fast(), **small, fresh_reset=False, randomize_per_episode=True,
+              randomization_fn=_randomize_mass)
+    assert PPOConfig(fresh_reset=True).to_json()["fresh_reset"] is True
+
+
 def test_value_clipping_trains() -> None:
     """`clipping_epsilon_value` is live: it clips around the rollout-time value (was a KeyError)."""
     kw: dict[str, Any] = {**BASE, "num_timesteps": 2 * STEP, "num_evals": 0, "seed": 4}

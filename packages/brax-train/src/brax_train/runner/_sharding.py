@@ -66,6 +66,7 @@ def wrap_env(
         action_repeat=c.action_repeat,
         randomization_fn=randomization_fn,
         randomize_per_episode=per_episode,
+        fresh_reset=c.fresh_reset,
     )
 
 
