@@ -99,6 +99,8 @@ def _register_locomotion() -> None:
     register_environment("locomotion/humanoid-joystick-flat", locomotion.humanoid_joystick)
     register_environment("locomotion/quadruped-joystick-rough", locomotion.quadruped_joystick_rough)
     register_environment("locomotion/humanoid-joystick-rough", locomotion.humanoid_joystick_rough)
+    register_environment("locomotion/quadruped-getup", locomotion.quadruped_getup)
+    register_environment("locomotion/humanoid-getup", locomotion.humanoid_getup)
 
 
 _register_locomotion()

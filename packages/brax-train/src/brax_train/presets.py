@@ -225,6 +225,10 @@ _PICK = _JOYSTICK.replace(
 )
 PPO_PRESETS["manipulation/arm-pick-cube"] = _PICK
 
+# Get-up (issue 56): 10 s episodes to get up and stay up; every episode a new fall (fresh resets).
+_GETUP = _JOYSTICK.replace(episode_length=500, fresh_reset=True)
+PPO_PRESETS.update({"locomotion/quadruped-getup": _GETUP, "locomotion/humanoid-getup": _GETUP})
+
 
 @dataclasses.dataclass(frozen=True)
 class Band:

@@ -4,7 +4,9 @@
 keyframe into a velocity-tracking task; `quadruped_joystick` and `humanoid_joystick` build it on
 the models in `assets/` (registered as `locomotion/quadruped-joystick-flat` and
 `locomotion/humanoid-joystick-flat`); `quadruped_joystick_rough` and `humanoid_joystick_rough` put
-them on per-episode rough terrain with a difficulty curriculum (`terrain.Terrain`).
+them on per-episode rough terrain with a difficulty curriculum (`terrain.Terrain`). `GetUp`
+(getup.py) makes a get-up task of the same robots: `quadruped_getup` and `humanoid_getup`
+(registered as `locomotion/quadruped-getup` and `locomotion/humanoid-getup`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from brax_envs.locomotion.getup import (
+    GetUp,
+    GetUpWeights,
+    getup_reward_terms,
+    getup_success,
+    humanoid_getup,
+    quadruped_getup,
+)
 from brax_envs.locomotion.joystick import Joystick, LeggedRobot, RewardWeights, reward_terms
 from brax_envs.locomotion.terrain import Terrain
 
@@ -76,13 +86,19 @@ __all__ = [
     "HUMANOID_TERRAIN",
     "QUADRUPED",
     "QUADRUPED_TERRAIN",
+    "GetUp",
+    "GetUpWeights",
     "Joystick",
     "LeggedRobot",
     "RewardWeights",
     "Terrain",
     "asset",
+    "getup_reward_terms",
+    "getup_success",
+    "humanoid_getup",
     "humanoid_joystick",
     "humanoid_joystick_rough",
+    "quadruped_getup",
     "quadruped_joystick",
     "quadruped_joystick_rough",
     "reward_terms",

@@ -8,6 +8,7 @@ acts on joint targets around the keyframe's pose, `ctrl = default + action_scale
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from brax_envs._model import index_of, load_model, weights_of
 from brax_envs.base import PipelineEnv, State
 from brax_envs.locomotion.terrain import Terrain, heights, next_level, surface
 
@@ -89,28 +91,6 @@ class RewardWeights:
 
 
 _TERMS = tuple(f.name for f in dataclasses.fields(RewardWeights))
-
-
-def _weights(weights: RewardWeights | Mapping[str, float] | None) -> RewardWeights:
-    """`weights` as `RewardWeights`, naming an unknown term."""
-    if weights is None:
-        return RewardWeights()
-    if isinstance(weights, RewardWeights):
-        return weights
-    unknown = sorted(set(weights) - set(_TERMS))
-    if unknown:
-        raise ValueError(f"Joystick: unknown reward terms {unknown}; terms: {list(_TERMS)}")
-    return RewardWeights(**{k: float(v) for k, v in weights.items()})
-
-
-def _index(kind: str, names: tuple[str, ...], wanted: str, robot_field: str) -> int:
-    """The index of `wanted` among the model's `names`, or a ValueError naming the field and choices."""
-    if wanted not in names:
-        known = [n for n in names if n]
-        plural = "bodies" if kind == "body" else f"{kind}s"
-        raise ValueError(f"LeggedRobot.{robot_field}: the model has no {kind} named {wanted!r}; "
-                         f"{plural}: {known}")
-    return names.index(wanted)
 
 
 def _check_terrain(m: mujoco.MjModel, terrain: Terrain) -> float:
@@ -234,16 +214,15 @@ class Joystick(PipelineEnv):
                  backend: str = "generalized", terrain: Terrain | None = None,
                  reset_level: float = 0.0) -> None:
         """Build the task on `model` (an MJCF path, XML string or `MjModel`) described by `robot`."""
-        m = model if isinstance(model, mujoco.MjModel) else (
-            mujoco.MjModel.from_xml_string(str(model)) if str(model).lstrip().startswith("<")
-            else mujoco.MjModel.from_xml_path(os.fspath(model)))
+        m = load_model(model)
         super().__init__(brax_physics.from_mjmodel(m), backend=backend, n_frames=n_frames)
         body_names = tuple(m.body(i).name for i in range(m.nbody))
         geom_names = tuple(m.geom(i).name for i in range(m.ngeom))
         key_names = tuple(m.key(i).name for i in range(m.nkey))
-        self._torso = _index("body", body_names, robot.torso, "torso")
-        self._feet = np.asarray([_index("geom", geom_names, f, "feet") for f in robot.feet], np.int32)
-        key = _index("keyframe", key_names, robot.keyframe, "keyframe")
+        part = functools.partial(index_of, "LeggedRobot")  # errors name LeggedRobot's fields
+        self._torso = part("body", body_names, robot.torso, "torso")
+        self._feet = np.asarray([part("geom", geom_names, f, "feet") for f in robot.feet], np.int32)
+        key = part("keyframe", key_names, robot.keyframe, "keyframe")
         if m.njnt == 0 or m.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE or m.jnt_bodyid[0] != self._torso:
             raise ValueError(f"LeggedRobot.torso: {robot.torso!r} must carry the model's first joint, a free "
                              "joint (the floating base)")
@@ -266,7 +245,7 @@ class Joystick(PipelineEnv):
         if not 0.0 <= zero_command_prob <= 1.0:
             raise ValueError(f"Joystick.zero_command_prob must be in [0, 1], got {zero_command_prob!r}")
         self.robot = robot
-        self.weights = _weights(weights)
+        self.weights = weights_of(RewardWeights, weights, "Joystick")
         self._command_lo = np.asarray([r[0] for r in command_range], np.float32)
         self._command_hi = np.asarray([r[1] for r in command_range], np.float32)
         self._command_steps = max(1, round(command_interval / float(self.dt)))

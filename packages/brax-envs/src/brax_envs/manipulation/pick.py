@@ -9,6 +9,7 @@ small steps, `target += action_scale * action`, and sets the gripper's opening d
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from brax_envs._model import index_of, load_model, weights_of
 from brax_envs.base import PipelineEnv, State
 
 Range = tuple[float, float]
@@ -67,27 +69,6 @@ class RewardWeights:
 _TERMS = tuple(f.name for f in dataclasses.fields(RewardWeights))
 
 
-def _weights(weights: RewardWeights | Mapping[str, float] | None) -> RewardWeights:
-    """`weights` as `RewardWeights`, naming an unknown term."""
-    if weights is None:
-        return RewardWeights()
-    if isinstance(weights, RewardWeights):
-        return weights
-    unknown = sorted(set(weights) - set(_TERMS))
-    if unknown:
-        raise ValueError(f"PickCube: unknown reward terms {unknown}; terms: {list(_TERMS)}")
-    return RewardWeights(**{k: float(v) for k, v in weights.items()})
-
-
-def _index(kind: str, names: tuple[str, ...], wanted: str, field: str) -> int:
-    """The index of `wanted` among the model's `names`, or a ValueError naming the field and choices."""
-    if not wanted or wanted not in names:
-        known = [n for n in names if n]
-        plural = "bodies" if kind == "body" else f"{kind}s"
-        raise ValueError(f"PickScene.{field}: the model has no {kind} named {wanted!r}; {plural}: {known}")
-    return names.index(wanted)
-
-
 def pick_reward_terms(gripper_pos: jax.Array, cube_pos: jax.Array, target_pos: jax.Array,
                       pad_contact: jax.Array, action: jax.Array, last_action: jax.Array, *,
                       rest_height: float | jax.Array, reach_scale: float = 0.1, place_scale: float = 0.1,
@@ -114,15 +95,6 @@ def pick_reward_terms(gripper_pos: jax.Array, cube_pos: jax.Array, target_pos: j
         "action_rate": jnp.sum((action - last_action) ** 2).astype(f32),
         "success": (place_dist < success_radius).astype(f32),
     }
-
-
-def _load(model: str | os.PathLike[str] | mujoco.MjModel) -> mujoco.MjModel:
-    """`model` compiled: an `MjModel` as is, an XML string or a path to one."""
-    if isinstance(model, mujoco.MjModel):
-        return model
-    if str(model).lstrip().startswith("<"):
-        return mujoco.MjModel.from_xml_string(str(model))
-    return mujoco.MjModel.from_xml_path(os.fspath(model))
 
 
 class PickCube(PipelineEnv):
@@ -155,20 +127,21 @@ class PickCube(PipelineEnv):
                  lift_threshold: float = 0.01, success_radius: float = 0.025,
                  workspace_radius: float = 1.2, backend: str = "generalized") -> None:
         """Build the task on `model` (an MJCF path, XML string or `MjModel`) described by `scene`."""
-        m = _load(model)
+        m = load_model(model)
         scene = PickScene() if scene is None else scene
         body_names = tuple(m.body(i).name for i in range(m.nbody))
         geom_names = tuple(m.geom(i).name for i in range(m.ngeom))
         site_names = tuple(m.site(i).name for i in range(m.nsite))
         act_names = tuple(m.actuator(i).name for i in range(m.nu))
         key_names = tuple(m.key(i).name for i in range(m.nkey))
-        self._site = _index("site", site_names, scene.gripper_site, "gripper_site")
-        pads = [_index("geom", geom_names, scene.left_pad, "left_pad"),
-                _index("geom", geom_names, scene.right_pad, "right_pad")]
-        self._gripper = _index("actuator", act_names, scene.gripper_actuator, "gripper_actuator")
-        self._cube = _index("body", body_names, scene.cube, "cube")
-        target = _index("body", body_names, scene.target, "target")
-        key = _index("keyframe", key_names, scene.keyframe, "keyframe")
+        part = functools.partial(index_of, "PickScene")  # errors name PickScene's fields
+        self._site = part("site", site_names, scene.gripper_site, "gripper_site")
+        pads = [part("geom", geom_names, scene.left_pad, "left_pad"),
+                part("geom", geom_names, scene.right_pad, "right_pad")]
+        self._gripper = part("actuator", act_names, scene.gripper_actuator, "gripper_actuator")
+        self._cube = part("body", body_names, scene.cube, "cube")
+        target = part("body", body_names, scene.target, "target")
+        key = part("keyframe", key_names, scene.keyframe, "keyframe")
 
         cube_jnt = m.body_jntadr[self._cube]
         if m.body_jntnum[self._cube] != 1 or m.jnt_type[cube_jnt] != mujoco.mjtJoint.mjJNT_FREE:
@@ -217,7 +190,7 @@ class PickCube(PipelineEnv):
         if not action_scale > 0:
             raise ValueError(f"PickCube.action_scale must be positive, got {action_scale!r}")
         self.scene = scene
-        self.weights = _weights(weights)
+        self.weights = weights_of(RewardWeights, weights, "PickCube")
         self._action_scale = action_scale
         self._reset_noise = reset_noise
         self._cube_lo = np.asarray([cube_x[0], cube_y[0]], np.float32)
