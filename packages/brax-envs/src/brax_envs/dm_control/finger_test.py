@@ -73,4 +73,4 @@ def test_contact_check_matches_mujoco() -> None:
 def test_check_env_and_episode_length() -> None:
     env = _env("turn_hard")
     assert env.n_frames == 2 and env.episode_length == 1000
-    testing.check_env(env)
+    testing.check_env(env, vmap="trace")
