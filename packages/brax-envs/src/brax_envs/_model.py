@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import mujoco
@@ -45,3 +46,12 @@ def weights_of(cls: type[Weights], weights: Weights | Mapping[str, float] | None
         raise ValueError(f"{owner}: unknown reward terms {unknown}; terms: {terms}")
     values: dict[str, Any] = {k: float(v) for k, v in weights.items()}
     return cls(**values)
+
+
+def asset_path(folder: Path, name: str, owner: str) -> Path:
+    """The model file `name` in `folder` (a ValueError naming `owner` lists its models otherwise)."""
+    path = folder / name
+    if not path.is_file():
+        names = sorted(p.name for p in folder.glob("*.xml"))
+        raise ValueError(f"{owner}: no asset {name!r}; assets: {names}")
+    return path

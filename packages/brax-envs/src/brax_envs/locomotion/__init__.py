@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from brax_envs._model import asset_path
 from brax_envs.locomotion.getup import (
     GetUp,
     GetUpWeights,
@@ -36,11 +37,7 @@ HUMANOID = LeggedRobot(torso="pelvis", feet=("left_foot", "right_foot"), min_hei
 
 def asset(name: str) -> Path:
     """The path of a model file in `assets/` (a ValueError lists them when `name` is not one)."""
-    path = _ASSETS / name
-    if not path.is_file():
-        names = sorted(p.name for p in _ASSETS.glob("*.xml"))
-        raise ValueError(f"brax_envs.locomotion: no asset {name!r}; assets: {names}")
-    return path
+    return asset_path(_ASSETS, name, "brax_envs.locomotion")
 
 
 def _scene(robot: str, full_collision: bool) -> Path:

@@ -10,7 +10,6 @@ the torso, thighs and arms to touch the floor.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 import os
 from collections.abc import Mapping
@@ -23,9 +22,9 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from brax_envs._model import index_of, load_model, weights_of
+from brax_envs._model import load_model, weights_of
 from brax_envs.base import PipelineEnv, State
-from brax_envs.locomotion.joystick import LeggedRobot
+from brax_envs.locomotion.joystick import LeggedRobot, legged_parts
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,21 +131,7 @@ class GetUp(PipelineEnv):
         """
         m = load_model(model)
         super().__init__(brax_physics.from_mjmodel(m), backend=backend, n_frames=n_frames)
-        body_names = tuple(m.body(i).name for i in range(m.nbody))
-        geom_names = tuple(m.geom(i).name for i in range(m.ngeom))
-        key_names = tuple(m.key(i).name for i in range(m.nkey))
-        part = functools.partial(index_of, "LeggedRobot")  # errors name LeggedRobot's fields
-        self._torso = part("body", body_names, robot.torso, "torso")
-        self._feet = np.asarray([part("geom", geom_names, f, "feet") for f in robot.feet], np.int32)
-        key = part("keyframe", key_names, robot.keyframe, "keyframe")
-        if m.njnt == 0 or m.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE or m.jnt_bodyid[0] != self._torso:
-            raise ValueError(f"LeggedRobot.torso: {robot.torso!r} must carry the model's first joint, a free "
-                             "joint (the floating base)")
-        if m.nu == 0:
-            raise ValueError("GetUp: the model has no actuators")
-        joints = m.actuator_trnid[:, 0]
-        if np.any(m.actuator_trntype != mujoco.mjtTrn.mjTRN_JOINT) or np.any(joints == 0):
-            raise ValueError("GetUp: every actuator must drive a hinge or slide joint (position servos)")
+        self._torso, self._feet, key, joints = legged_parts(m, robot, "GetUp")
         scale = robot.action_scale if action_scale is None else action_scale
         checks = {"action_scale": (scale, scale > 0), "stand_prob": (stand_prob, 0.0 <= stand_prob <= 1.0),
                   "fall_height": (fall_height, fall_height >= 0.0),

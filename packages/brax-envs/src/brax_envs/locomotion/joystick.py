@@ -134,6 +134,29 @@ def _check_spawn(m: mujoco.MjModel, key: int, feet: np.ndarray, terrain: Terrain
                          f"resets: they need flat ground out to {need:.3f} m")
 
 
+def legged_parts(m: mujoco.MjModel, robot: LeggedRobot, task: str) -> tuple[int, np.ndarray, int, np.ndarray]:
+    """The torso body, (nfeet,) foot geoms, keyframe and (nu,) actuated joints of a legged model.
+
+    ValueErrors name the `LeggedRobot` field or the model's fault (`task` names the caller): a
+    missing name, a torso without the model's first joint as a free joint, actuators that are not
+    position servos on hinge or slide joints.
+    """
+    part = functools.partial(index_of, "LeggedRobot")  # errors name LeggedRobot's fields
+    torso = part("body", tuple(m.body(i).name for i in range(m.nbody)), robot.torso, "torso")
+    geoms = tuple(m.geom(i).name for i in range(m.ngeom))
+    feet = np.asarray([part("geom", geoms, f, "feet") for f in robot.feet], np.int32)
+    key = part("keyframe", tuple(m.key(i).name for i in range(m.nkey)), robot.keyframe, "keyframe")
+    if m.njnt == 0 or m.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE or m.jnt_bodyid[0] != torso:
+        raise ValueError(f"LeggedRobot.torso: {robot.torso!r} must carry the model's first joint, a free "
+                         "joint (the floating base)")
+    if m.nu == 0:
+        raise ValueError(f"{task}: the model has no actuators")
+    joints = m.actuator_trnid[:, 0]
+    if np.any(m.actuator_trntype != mujoco.mjtTrn.mjTRN_JOINT) or np.any(joints == 0):
+        raise ValueError(f"{task}: every actuator must drive a hinge or slide joint (position servos)")
+    return torso, feet, key, joints
+
+
 def reward_terms(r: Mapping[str, jax.Array], info: Mapping[str, Any], action: jax.Array,
                  actuator_force: jax.Array, *, dt: float | jax.Array, default: jax.Array | np.ndarray,
                  sigma: float, air_time_target: float) -> tuple[dict[str, jax.Array], jax.Array, jax.Array]:
@@ -216,21 +239,7 @@ class Joystick(PipelineEnv):
         """Build the task on `model` (an MJCF path, XML string or `MjModel`) described by `robot`."""
         m = load_model(model)
         super().__init__(brax_physics.from_mjmodel(m), backend=backend, n_frames=n_frames)
-        body_names = tuple(m.body(i).name for i in range(m.nbody))
-        geom_names = tuple(m.geom(i).name for i in range(m.ngeom))
-        key_names = tuple(m.key(i).name for i in range(m.nkey))
-        part = functools.partial(index_of, "LeggedRobot")  # errors name LeggedRobot's fields
-        self._torso = part("body", body_names, robot.torso, "torso")
-        self._feet = np.asarray([part("geom", geom_names, f, "feet") for f in robot.feet], np.int32)
-        key = part("keyframe", key_names, robot.keyframe, "keyframe")
-        if m.njnt == 0 or m.jnt_type[0] != mujoco.mjtJoint.mjJNT_FREE or m.jnt_bodyid[0] != self._torso:
-            raise ValueError(f"LeggedRobot.torso: {robot.torso!r} must carry the model's first joint, a free "
-                             "joint (the floating base)")
-        if m.nu == 0:
-            raise ValueError("Joystick: the model has no actuators")
-        joints = m.actuator_trnid[:, 0]
-        if np.any(m.actuator_trntype != mujoco.mjtTrn.mjTRN_JOINT) or np.any(joints == 0):
-            raise ValueError("Joystick: every actuator must drive a hinge or slide joint (position servos)")
+        self._torso, self._feet, key, joints = legged_parts(m, robot, "Joystick")
         self._qadr = np.asarray(m.jnt_qposadr[joints], np.int32)
         self._dadr = np.asarray(m.jnt_dofadr[joints], np.int32)
         self._key_qpos = np.asarray(m.key_qpos[key], np.float32)

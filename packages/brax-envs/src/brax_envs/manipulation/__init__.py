@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from brax_envs._model import asset_path
 from brax_envs.manipulation.pick import PickCube, PickScene, RewardWeights, pick_reward_terms
 
 _ASSETS = Path(__file__).parent / "assets"
@@ -20,11 +21,7 @@ ARM_PICK_SCENE = PickScene()
 
 def asset(name: str) -> Path:
     """The path of a model file in `assets/` (a ValueError lists them when `name` is not one)."""
-    path = _ASSETS / name
-    if not path.is_file():
-        names = sorted(p.name for p in _ASSETS.glob("*.xml"))
-        raise ValueError(f"brax_envs.manipulation: no asset {name!r}; assets: {names}")
-    return path
+    return asset_path(_ASSETS, name, "brax_envs.manipulation")
 
 
 def arm_pick_cube(**kwargs: Any) -> PickCube:
