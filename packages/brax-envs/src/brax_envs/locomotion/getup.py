@@ -24,7 +24,7 @@ import numpy as np
 
 from brax_envs._model import load_model, weights_of
 from brax_envs.base import PipelineEnv, State
-from brax_envs.locomotion.joystick import LeggedRobot, legged_parts
+from brax_envs.locomotion.joystick import LeggedRobot, legged_parts, legged_readings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,21 +187,8 @@ class GetUp(PipelineEnv):
 
     def _readings(self, ps: brax_physics.State) -> dict[str, jax.Array]:
         """What rewards and observations read from a physics state."""
-        rot = brax_math.quat_to_mat(ps.q[3:7])  # columns: the torso's axes in the world
-        contact = ps.contact
-        feet = jnp.asarray(self._feet)
-        on_foot = (contact.geom1[None, :] == feet[:, None]) | (contact.geom2[None, :] == feet[:, None])
-        return {
-            "lin_vel": rot.T @ ps.qd[0:3],  # the free joint's linear velocity is in the world frame
-            "ang_vel": ps.qd[3:6],  # local frame
-            "gravity": rot.T @ jnp.asarray([0.0, 0.0, -1.0]),
-            "up_z": rot[2, 2],
-            "height": ps.q[2],
-            "joint_pos": ps.q[jnp.asarray(self._qadr)],
-            "joint_vel": ps.qd[jnp.asarray(self._dadr)],
-            "actuator_force": ps.actuator_force,
-            "foot_contact": jnp.any(on_foot & contact.active[None, :], axis=1),
-        }
+        readings = legged_readings(ps, self._qadr, self._dadr, self._feet)
+        return {**readings, "actuator_force": ps.actuator_force}
 
     def _obs(self, r: dict[str, jax.Array], last_action: jax.Array) -> dict[str, jax.Array]:
         """Policy and critic observations."""

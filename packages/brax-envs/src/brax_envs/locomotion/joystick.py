@@ -157,6 +157,27 @@ def legged_parts(m: mujoco.MjModel, robot: LeggedRobot, task: str) -> tuple[int,
     return torso, feet, key, joints
 
 
+def legged_readings(ps: brax_physics.State, qadr: np.ndarray, dadr: np.ndarray,
+                    feet: np.ndarray) -> dict[str, jax.Array]:
+    """A legged robot's state as its tasks read it: the torso's (3,) linear and angular velocity in
+    its frame, (3,) gravity direction in its frame, up-axis z and height; the actuated joints' (nu,)
+    angles and velocities (at `qadr`, `dadr`); (nfeet,) whether each foot geom in `feet` touches."""
+    rot = brax_math.quat_to_mat(ps.q[3:7])  # columns: the torso's axes in the world
+    contact = ps.contact
+    f = jnp.asarray(feet)
+    on_foot = (contact.geom1[None, :] == f[:, None]) | (contact.geom2[None, :] == f[:, None])
+    return {
+        "lin_vel": rot.T @ ps.qd[0:3],  # the free joint's linear velocity is in the world frame
+        "ang_vel": ps.qd[3:6],  # local frame
+        "gravity": rot.T @ jnp.asarray([0.0, 0.0, -1.0]),
+        "up_z": rot[2, 2],
+        "height": ps.q[2],
+        "joint_pos": ps.q[jnp.asarray(qadr)],
+        "joint_vel": ps.qd[jnp.asarray(dadr)],
+        "foot_contact": jnp.any(on_foot & contact.active[None, :], axis=1),
+    }
+
+
 def reward_terms(r: Mapping[str, jax.Array], info: Mapping[str, Any], action: jax.Array,
                  actuator_force: jax.Array, *, dt: float | jax.Array, default: jax.Array | np.ndarray,
                  sigma: float, air_time_target: float) -> tuple[dict[str, jax.Array], jax.Array, jax.Array]:
@@ -284,23 +305,8 @@ class Joystick(PipelineEnv):
 
     def _readings(self, ps: brax_physics.State) -> dict[str, jax.Array]:
         """What rewards and observations read from a physics state."""
-        rot = self._torso_frame(ps)
-        lin_vel = rot.T @ ps.qd[0:3]  # the free joint's linear velocity is in the world frame
-        contact = ps.contact
-        touching = contact.active
-        feet = jnp.asarray(self._feet)
-        on_foot = (contact.geom1[None, :] == feet[:, None]) | (contact.geom2[None, :] == feet[:, None])
-        return {
-            "lin_vel": lin_vel,
-            "ang_vel": ps.qd[3:6],  # local frame
-            "gravity": rot.T @ jnp.asarray([0.0, 0.0, -1.0]),
-            "up_z": rot[2, 2],
-            "height": ps.q[2],
-            "joint_pos": ps.q[jnp.asarray(self._qadr)],
-            "joint_vel": ps.qd[jnp.asarray(self._dadr)],
-            "foot_contact": jnp.any(on_foot & touching[None, :], axis=1),
-            "foot_pos": ps.geom_xpos[feet],
-        }
+        return {**legged_readings(ps, self._qadr, self._dadr, self._feet),
+                "foot_pos": ps.geom_xpos[jnp.asarray(self._feet)]}
 
     def _terrain_readings(self, r: dict[str, jax.Array], ps: brax_physics.State, terrain: Terrain,
                           elevation: jax.Array) -> dict[str, jax.Array]:
