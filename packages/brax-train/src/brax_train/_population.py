@@ -233,8 +233,6 @@ def nonfinite_code(returns: jax.Array, update: Any, params: Any, normalizer: Any
     return code
 
 
-
-
 def check_observations(environment: brax_envs.Env, what: str) -> None:
     """Raise ValueError for dict observations, which ES and ARS do not support (as in Google Brax)."""
     if isinstance(environment, brax_envs.Env) and isinstance(environment.observation_size, Mapping):
@@ -250,8 +248,7 @@ def population_errors(
     split evenly over the devices, and an episode must be at least one action repeat long. `what`
     names the agent's function in messages.
     """
-    if not is_int(size) or size < 1:
-        errors.append(f"{name} must be an int >= 1, got {size!r}")
+    if not is_int(size) or size < 1:  # the field's own check names it
         return c
     rollouts = 2 * size
     if c.num_envs not in (1, rollouts):

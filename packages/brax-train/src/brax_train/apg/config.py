@@ -8,12 +8,31 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from brax_train.apg import networks as apg_networks
-from brax_train.config import ConfigError, RunConfig, check_ints, is_int, is_num, run_errors
+from brax_train.config import (
+    Bool,
+    ConfigError,
+    Function,
+    Int,
+    Num,
+    RunConfig,
+    Satisfies,
+    Unsupported,
+    is_int,
+    is_num,
+    raise_errors,
+    run_errors,
+    setting,
+)
 from brax_train.config import merge as _merge
 
 
 class APGConfigError(ConfigError):
     """Invalid or inconsistent APG settings; the message names every offending key and rule."""
+
+
+def _betas(b: object) -> bool:
+    """Adam's (b1, b2): a pair of numbers in [0, 1)."""
+    return isinstance(b, tuple | list) and len(b) == 2 and all(is_num(x) and 0 <= x < 1 for x in b)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -24,28 +43,30 @@ class APGConfig(RunConfig):
     The length of a run is `policy_updates` (Brax's) or, equivalently, `num_timesteps` (env steps).
     """
 
-    policy_updates: int | None = None
+    policy_updates: int | None = setting(None, Int(ge=0, optional=True))
     """Policy updates (training steps) to run; None: derived from `num_timesteps`."""
-    horizon_length: int = 32
+    horizon_length: int = setting(32, Int(ge=1))
     """Environment steps (action repeats included) differentiated through per policy update."""
-    truncation_length: int | None = None
+    truncation_length: int | None = setting(None, Int(ge=1, optional=True))
     """Cut the backward pass every this many steps of a rollout (stop_gradient of the state); None: never."""
-    learning_rate: float = 1e-4
+    learning_rate: float = setting(1e-4, Num(gt=0))
     """Adam learning rate (the initial one when `use_schedule`)."""
-    adam_b: tuple[float, float] = (0.7, 0.95)
+    adam_b: tuple[float, float] = setting(
+        (0.7, 0.95), Satisfies(_betas, "a pair (b1, b2) of numbers in [0, 1)")
+    )
     """Adam's `(b1, b2)`."""
-    use_schedule: bool = True
+    use_schedule: bool = setting(True, Bool())
     """Decay the learning rate exponentially, by `schedule_decay` per update."""
-    schedule_decay: float = 0.997
+    schedule_decay: float = setting(0.997, Num(gt=0, le=1))
     """Per-update learning-rate decay factor when `use_schedule`."""
-    use_float64: bool = False
+    use_float64: bool = setting(False, Unsupported("brax_train.apg", " (it computes in float32)"))
     """Float64 statistics; not supported (must be False): brax_train computes in float32."""
-    max_gradient_norm: float = 1e9
+    max_gradient_norm: float = setting(1e9, Num(gt=0))
     """Global gradient-norm clip applied before Adam (each element is also clipped to [-1, 1], as Brax)."""
-    normalize_observations: bool = False
+    normalize_observations: bool = setting(False, Bool())
     """Normalize observations with running statistics."""
-    network_factory: Callable[..., apg_networks.APGNetworks] | Mapping[str, Any] = (
-        apg_networks.make_apg_networks
+    network_factory: Callable[..., apg_networks.APGNetworks] | Mapping[str, Any] = setting(
+        apg_networks.make_apg_networks, Function(keywords_of="make_apg_networks")
     )
     """`fn(observation_size, action_size, preprocess_observations_fn=) -> APGNetworks`, or a mapping of
     `make_apg_networks` keywords."""
@@ -57,10 +78,7 @@ FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(APGConfig))
 
 def merge(config: APGConfig | None, kwargs: Mapping[str, Any]) -> APGConfig:
     """`config` updated with `apg.train` keywords; unknown keys and keys set in both places raise."""
-    try:
-        return _merge(APGConfig, config, kwargs, "apg.train")
-    except ConfigError as e:
-        raise APGConfigError(str(e)) from None
+    return _merge(APGConfig, config, kwargs, "apg.train", APGConfigError)
 
 
 def steps_per_update(c: APGConfig) -> int:
@@ -76,39 +94,15 @@ def env_steps_per_update(c: APGConfig) -> int:
 def validate(c: APGConfig, device_count: int) -> None:
     """Raise `APGConfigError` listing every violated rule (names keys and values); no compilation."""
     errors = run_errors(c, device_count)
-    check_ints(c, errors, 1, ("horizon_length",))
-    check_ints(c, errors, 0, ("policy_updates",), optional=True)
-    check_ints(c, errors, 1, ("truncation_length",), optional=True)
-    for name in ("learning_rate", "max_gradient_norm", "schedule_decay"):
-        v = getattr(c, name)
-        if not is_num(v) or not v > 0:
-            errors.append(f"{name} must be a number > 0, got {v!r}")
-    if is_num(c.schedule_decay) and c.schedule_decay > 1:
-        errors.append(f"schedule_decay must be in (0, 1], got {c.schedule_decay!r}")
-    b: object = c.adam_b
-    if not (isinstance(b, tuple | list) and len(b) == 2 and all(is_num(x) and 0 <= x < 1 for x in b)):
-        errors.append(f"adam_b must be a pair (b1, b2) of numbers in [0, 1), got {b!r}")
-    if c.use_float64:
-        errors.append("use_float64=True is not supported by brax_train.apg (it computes in float32)")
-    for name in ("use_schedule", "normalize_observations"):
-        if not isinstance(getattr(c, name), bool):
-            errors.append(f"{name} must be a bool, got {getattr(c, name)!r}")
     ints = is_int(c.horizon_length) and is_int(c.action_repeat) and c.action_repeat >= 1
     if ints and c.horizon_length < c.action_repeat:
         errors.append(
             f"horizon_length ({c.horizon_length}) must be >= action_repeat ({c.action_repeat}): "
             "a rollout has horizon_length // action_repeat steps"
         )
-    nf: object = c.network_factory
-    if not (callable(nf) or isinstance(nf, Mapping)):
-        errors.append(
-            "network_factory must be callable or a mapping of make_apg_networks keywords, "
-            f"got {type(nf).__name__}"
-        )
     if not errors:
         _length_errors(c, errors)
-    if errors:
-        raise APGConfigError("invalid APG settings:\n  - " + "\n  - ".join(errors))
+    raise_errors(errors, APGConfigError, "APG")
 
 
 def _length_errors(c: APGConfig, errors: list[str]) -> None:

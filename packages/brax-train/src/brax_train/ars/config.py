@@ -9,7 +9,17 @@ from typing import Any
 from brax_train import networks
 from brax_train._population import population_errors
 from brax_train.ars import networks as ars_networks
-from brax_train.config import ConfigError, RunConfig, is_int, is_num, run_errors
+from brax_train.config import (
+    Bool,
+    ConfigError,
+    Function,
+    Int,
+    Num,
+    RunConfig,
+    raise_errors,
+    run_errors,
+    setting,
+)
 from brax_train.config import merge as _merge
 
 
@@ -29,19 +39,21 @@ class ARSConfig(RunConfig):
     """Environment steps to train for (counting action repeats); 0 returns the initial parameters."""
     episode_length: int | None = 1000
     """Time limit of every rollout and evaluation episode, in environment steps."""
-    number_of_directions: int = 60
+    number_of_directions: int = setting(60, Int(ge=1))
     """Random directions per generation (2 * number_of_directions rollouts)."""
-    top_directions: int = 20
+    top_directions: int = setting(20, Int(ge=1))
     """Directions with the best `max(r+, r-)` used in the update (capped at number_of_directions)."""
-    step_size: float = 0.015
+    step_size: float = setting(0.015, Num(gt=0))
     """Step size of the update."""
-    exploration_noise_std: float = 0.025
+    exploration_noise_std: float = setting(0.025, Num(gt=0))
     """Standard deviation of the parameter perturbations."""
-    reward_shift: float = 0.0
+    reward_shift: float = setting(0.0, Num())
     """Subtracted from every training reward (the paper's survival-bonus removal)."""
-    normalize_observations: bool = False
+    normalize_observations: bool = setting(False, Bool())
     """Normalize observations with running statistics of the rollouts' observations (ARS V2)."""
-    network_factory: Callable[..., networks.FeedForwardNetwork] = ars_networks.make_policy_network
+    network_factory: Callable[..., networks.FeedForwardNetwork] = setting(
+        ars_networks.make_policy_network, Function()
+    )
     """`fn(observation_size=, action_size=, preprocess_observations_fn=) -> FeedForwardNetwork`."""
 
 
@@ -51,10 +63,7 @@ FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ARSConfig))
 
 def merge(config: ARSConfig | None, kwargs: Mapping[str, Any]) -> ARSConfig:
     """`config` updated with `ars.train` keywords; unknown keys and keys set in both places raise."""
-    try:
-        return _merge(ARSConfig, config, kwargs, "ars.train")
-    except ConfigError as e:
-        raise ARSConfigError(str(e)) from None
+    return _merge(ARSConfig, config, kwargs, "ars.train", ARSConfigError)
 
 
 def num_rollouts(c: ARSConfig) -> int:
@@ -96,24 +105,7 @@ def validate(c: ARSConfig, device_count: int) -> None:
     )
     # The runner's own divisibility rule would name num_envs; population_errors names the ARS setting.
     errors += run_errors(derived, 1)
-    v: Any = c.top_directions
-    if not is_int(v) or v < 1:
-        errors.append(f"top_directions must be an int >= 1, got {v!r}")
-    for name in ("step_size", "exploration_noise_std"):
-        v = getattr(c, name)
-        if not is_num(v) or not v > 0:
-            errors.append(f"{name} must be a number > 0, got {v!r}")
-    v = c.reward_shift
-    if not is_num(v):
-        errors.append(f"reward_shift must be a number, got {v!r}")
-    v = c.normalize_observations
-    if not isinstance(v, bool):
-        errors.append(f"normalize_observations must be a bool, got {v!r}")
-    nf: object = c.network_factory
-    if not callable(nf):
-        errors.append(f"network_factory must be callable, got {type(nf).__name__}")
-    if errors:
-        raise ARSConfigError("invalid ARS settings:\n  - " + "\n  - ".join(errors))
+    raise_errors(errors, ARSConfigError, "ARS")
 
 
 __all__ = [

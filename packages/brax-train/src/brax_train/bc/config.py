@@ -12,7 +12,20 @@ import jax
 import jax.numpy as jnp
 
 from brax_train.bc import networks as bc_networks
-from brax_train.config import ConfigError, RunConfig, check_ints, is_int, is_num, run_errors
+from brax_train.config import (
+    Bool,
+    ConfigError,
+    Function,
+    Instance,
+    Int,
+    Num,
+    RunConfig,
+    Unsupported,
+    is_int,
+    raise_errors,
+    run_errors,
+    setting,
+)
 from brax_train.config import merge as _merge
 
 
@@ -34,43 +47,49 @@ class BCConfig(RunConfig):
     `teacher_checkpoint_path` and `num_timesteps`-based lengths are brax-train additions.
     """
 
-    demo_length: int | None = None
+    demo_length: int | None = setting(None, Int(ge=1, optional=True))
     """Steps each environment is rolled out per DAgger step (required)."""
-    teacher_inference_fn: Callable[..., Any] | None = None
+    teacher_inference_fn: Callable[..., Any] | None = setting(None, Function(optional=True))
     """The teacher `policy(obs, key) -> (action, extras)` labelling visited observations (or give
     `teacher_checkpoint_path`); its action, or `tanh(extras['loc'])` when present, is the label."""
-    teacher_checkpoint_path: str | os.PathLike[str] | None = None
+    teacher_checkpoint_path: str | os.PathLike[str] | None = setting(
+        None, Instance((str, os.PathLike), "a path", optional=True)
+    )
     """A brax_train run or step directory whose deterministic policy is the teacher."""
-    dagger_steps: int = 1
+    dagger_steps: int = setting(1, Int(ge=0))
     """DAgger iterations (training steps): collect `num_envs * demo_length` labelled steps, then fit."""
-    dagger_beta_fn: Callable[[jax.Array], Any] = teacher_first
+    dagger_beta_fn: Callable[[jax.Array], Any] = setting(teacher_first, Function("dagger_step -> beta"))
     """`fn(dagger_step) -> beta`, the probability that the teacher (not the student) acts at a step."""
-    epochs: int = 50
+    epochs: int = setting(50, Int(ge=1))
     """Passes of minibatch Adam over each DAgger step's data."""
-    batch_size: int = 256
+    batch_size: int = setting(256, Int(ge=1))
     """Samples per minibatch; must divide `num_envs * demo_length`."""
-    learning_rate: float = 4e-4
+    learning_rate: float = setting(4e-4, Num(gt=0))
     """Adam learning rate."""
-    normalize_observations: bool = True
+    normalize_observations: bool = setting(True, Bool())
     """Normalize observations with running statistics (updated before each fit)."""
-    tanh_squash: bool = True
+    tanh_squash: bool = setting(True, Bool())
     """The student acts `tanh(loc)`; False: `loc` (the loss compares `tanh(loc)` either way, as Brax)."""
-    scramble_time: int = 0
+    scramble_time: int = setting(0, Int(ge=0))
     """Stagger the first episodes: random episode clocks in [0, scramble_time) before the first step."""
-    reset: bool = True
+    reset: bool = setting(True, Bool())
     """Reset every environment once per evaluation interval (at least one `num_resets_per_eval`)."""
-    eval_length: int | None = None
+    eval_length: int | None = setting(None, Int(ge=1, optional=True))
     """Brax's name for the episode length when `episode_length` is not given."""
     num_evals: int = 0
     """Evaluations over the run (Brax's BC default: none)."""
-    network_factory: Callable[..., bc_networks.BCNetworks] | Mapping[str, Any] = bc_networks.make_bc_networks
+    network_factory: Callable[..., bc_networks.BCNetworks] | Mapping[str, Any] = setting(
+        bc_networks.make_bc_networks, Function(keywords_of="make_bc_networks")
+    )
     """`fn(observation_size, action_size, preprocess_observations_fn=) -> BCNetworks`, or a mapping of
     `make_bc_networks` keywords."""
-    restore_params: bc_networks.BCParams | None = None
+    restore_params: bc_networks.BCParams | None = setting(
+        None, Instance(bc_networks.BCParams, "BCParams", optional=True)
+    )
     """Start from these student parameters (overrides the checkpoint's)."""
-    madrona_backend: bool = False
+    madrona_backend: bool = setting(False, Unsupported("brax_train.bc"))
     """Madrona batch renderer; not supported (must be False)."""
-    augment_pixels: bool = False
+    augment_pixels: bool = setting(False, Unsupported("brax_train.bc"))
     """Pixel augmentation; not supported (must be False)."""
 
 
@@ -80,10 +99,7 @@ FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(BCConfig))
 
 def merge(config: BCConfig | None, kwargs: Mapping[str, Any]) -> BCConfig:
     """`config` updated with `bc.train` keywords; unknown keys and keys set in both places raise."""
-    try:
-        return _merge(BCConfig, config, kwargs, "bc.train")
-    except ConfigError as e:
-        raise BCConfigError(str(e)) from None
+    return _merge(BCConfig, config, kwargs, "bc.train", BCConfigError)
 
 
 def env_steps_per_update(c: BCConfig) -> int:
@@ -103,54 +119,21 @@ def validate(c: BCConfig, device_count: int) -> None:
     if c.episode_length is None and c.eval_length is not None:
         c = c.replace(episode_length=c.eval_length)
     errors = run_errors(c, device_count)
-    check_ints(c, errors, 1, ("demo_length", "eval_length"), optional=True)
     if c.demo_length is None:
         errors.append("demo_length is required (steps per environment per DAgger step)")
-    check_ints(c, errors, 1, ("epochs", "batch_size"))
-    check_ints(c, errors, 0, ("dagger_steps", "scramble_time"))
-    if not is_num(c.learning_rate) or not c.learning_rate > 0:
-        errors.append(f"learning_rate must be a number > 0, got {c.learning_rate!r}")
-    for name in ("normalize_observations", "tanh_squash", "reset"):
-        if not isinstance(getattr(c, name), bool):
-            errors.append(f"{name} must be a bool, got {getattr(c, name)!r}")
-    for name in ("madrona_backend", "augment_pixels"):
-        if getattr(c, name):
-            errors.append(f"{name}=True is not supported by brax_train.bc")
-    _teacher_errors(c, errors)
-    beta_fn: object = c.dagger_beta_fn
-    if not callable(beta_fn):
-        errors.append(f"dagger_beta_fn must be callable (dagger_step -> beta), got {beta_fn!r}")
-    nf: object = c.network_factory
-    if not (callable(nf) or isinstance(nf, Mapping)):
+    fn, path = c.teacher_inference_fn, c.teacher_checkpoint_path
+    if (fn is None) == (path is None):
         errors.append(
-            "network_factory must be callable or a mapping of make_bc_networks keywords, "
-            f"got {type(nf).__name__}"
+            "give exactly one teacher: teacher_inference_fn (a policy(obs, key) function) or "
+            f"teacher_checkpoint_path (a brax_train run directory); got {'both' if fn else 'neither'}"
         )
-    restore_params: object = c.restore_params
-    if restore_params is not None and not isinstance(restore_params, bc_networks.BCParams):
-        errors.append(f"restore_params must be BCParams, got {type(restore_params).__name__}")
     if c.eval_length is not None and c.episode_length is not None and c.eval_length != c.episode_length:
         errors.append(
             f"eval_length ({c.eval_length}) and episode_length ({c.episode_length}) disagree; give one"
         )
     if not errors:
         _batch_errors(c, device_count, errors)
-    if errors:
-        raise BCConfigError("invalid BC settings:\n  - " + "\n  - ".join(errors))
-
-
-def _teacher_errors(c: BCConfig, errors: list[str]) -> None:
-    fn: object = c.teacher_inference_fn
-    path: object = c.teacher_checkpoint_path
-    if (fn is None) == (path is None):
-        errors.append(
-            "give exactly one teacher: teacher_inference_fn (a policy(obs, key) function) or "
-            f"teacher_checkpoint_path (a brax_train run directory); got {'both' if fn else 'neither'}"
-        )
-    if fn is not None and not callable(fn):
-        errors.append(f"teacher_inference_fn must be callable, got {type(fn).__name__}")
-    if path is not None and not isinstance(path, str | os.PathLike):
-        errors.append(f"teacher_checkpoint_path must be a path, got {type(path).__name__}")
+    raise_errors(errors, BCConfigError, "BC")
 
 
 def _batch_errors(c: BCConfig, device_count: int, errors: list[str]) -> None:

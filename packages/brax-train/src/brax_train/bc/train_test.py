@@ -204,7 +204,7 @@ def test_restore_params_starts_from_them(learned: dict[str, Any]) -> None:
     params = learned["result"].params
     out = train(fast(), **BASE, teacher_inference_fn=teacher, dagger_steps=0, restore_params=params)
     assert leaves_equal(out.params, params)
-    with pytest.raises(BCConfigError, match="restore_params must be BCParams"):
+    with pytest.raises(BCConfigError, match="restore_params must be None or BCParams"):
         train(fast(), **BASE, teacher_inference_fn=teacher, restore_params=tuple(params))
 
 

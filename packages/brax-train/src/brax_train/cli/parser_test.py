@@ -75,7 +75,7 @@ def test_set_errors_name_the_key(capsys: pytest.CaptureFixture[str]) -> None:
 def test_ppo_config_error_is_one_line_naming_keys(capsys: pytest.CaptureFixture[str]) -> None:
     msg = _error(capsys, ["train", "--env", "fast", "--set", "num_envs=3", "--set", "discounting=2"])
     assert msg.startswith("invalid PPO settings: ")
-    assert "discounting must be in [0, 1], got 2.0" in msg
+    assert "discounting must be a number in [0, 1], got 2.0" in msg
     assert "must be divisible by num_envs (3)" in msg
     assert "num_evals must be an int >= 0, got -1" in _error(capsys, ["train", "--num-evals", "-1"])
 

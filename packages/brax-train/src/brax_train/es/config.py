@@ -7,7 +7,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from brax_train._population import population_errors
-from brax_train.config import ConfigError, RunConfig, is_num, run_errors
+from brax_train.config import (
+    Bool,
+    ConfigError,
+    Function,
+    Int,
+    Num,
+    OneOf,
+    RunConfig,
+    raise_errors,
+    run_errors,
+    setting,
+)
 from brax_train.config import merge as _merge
 from brax_train.es import networks as es_networks
 from brax_train.es.fitness import FitnessShaping, fitness_shaping_of
@@ -29,21 +40,26 @@ class ESConfig(RunConfig):
     """Environment steps to train for (counting action repeats); 0 returns the initial parameters."""
     episode_length: int | None = 1000
     """Time limit of every rollout and evaluation episode, in environment steps."""
-    population_size: int = 128
+    population_size: int = setting(128, Int(ge=1))
     """Antithetic pairs per generation (2 * population_size rollouts)."""
-    perturbation_std: float = 0.1
+    perturbation_std: float = setting(0.1, Num(gt=0))
     """Standard deviation of the parameter perturbations."""
-    learning_rate: float = 1e-3
+    learning_rate: float = setting(1e-3, Num(ge=0))
     """Adam learning rate."""
-    l2coeff: float = 0.0
+    l2coeff: float = setting(0.0, Num(ge=0))
     """Weight decay of the parameters, added to the search direction."""
-    fitness_shaping: FitnessShaping | str = FitnessShaping.ORIGINAL
+    fitness_shaping: FitnessShaping | str = setting(
+        FitnessShaping.ORIGINAL,
+        OneOf(tuple(FitnessShaping.__members__), lambda v: fitness_shaping_of(v).name),
+    )
     """`ORIGINAL`, `CENTERED_RANK` or `WIERSTRA` (a `FitnessShaping`, its name, or Brax's enum member)."""
-    center_fitness: bool = False
+    center_fitness: bool = setting(False, Bool())
     """Standardize the shaped fitness (mean 0, std 1) before the update."""
-    normalize_observations: bool = False
+    normalize_observations: bool = setting(False, Bool())
     """Normalize observations with running statistics of the rollouts' observations."""
-    network_factory: Callable[..., es_networks.ESNetworks] | Mapping[str, Any] = es_networks.make_es_networks
+    network_factory: Callable[..., es_networks.ESNetworks] | Mapping[str, Any] = setting(
+        es_networks.make_es_networks, Function(keywords_of="make_es_networks")
+    )
     """`fn(observation_size=, action_size=, preprocess_observations_fn=) -> ESNetworks`, or a mapping of
     `make_es_networks` keywords."""
 
@@ -54,10 +70,7 @@ FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ESConfig))
 
 def merge(config: ESConfig | None, kwargs: Mapping[str, Any]) -> ESConfig:
     """`config` updated with `es.train` keywords; unknown keys and keys set in both places raise."""
-    try:
-        return _merge(ESConfig, config, kwargs, "es.train")
-    except ConfigError as e:
-        raise ESConfigError(str(e)) from None
+    return _merge(ESConfig, config, kwargs, "es.train", ESConfigError)
 
 
 def num_rollouts(c: ESConfig) -> int:
@@ -92,28 +105,7 @@ def validate(c: ESConfig, device_count: int) -> None:
     derived = population_errors(c, errors, device_count, "population_size", c.population_size, "es.train")
     # The runner's own divisibility rule would name num_envs; population_errors names the ES setting.
     errors += run_errors(derived, 1)
-    v: Any = c.perturbation_std
-    if not is_num(v) or not v > 0:
-        errors.append(f"perturbation_std must be a number > 0, got {v!r}")
-    for name in ("learning_rate", "l2coeff"):
-        v = getattr(c, name)
-        if not is_num(v) or v < 0:
-            errors.append(f"{name} must be a number >= 0, got {v!r}")
-    try:
-        fitness_shaping_of(c.fitness_shaping)
-    except ValueError as e:
-        errors.append(str(e))
-    for name in ("center_fitness", "normalize_observations"):
-        if not isinstance(getattr(c, name), bool):
-            errors.append(f"{name} must be a bool, got {getattr(c, name)!r}")
-    nf: object = c.network_factory
-    if not (callable(nf) or isinstance(nf, Mapping)):
-        errors.append(
-            "network_factory must be callable or a mapping of make_es_networks keywords, "
-            f"got {type(nf).__name__}"
-        )
-    if errors:
-        raise ESConfigError("invalid ES settings:\n  - " + "\n  - ".join(errors))
+    raise_errors(errors, ESConfigError, "ES")
 
 
 __all__ = [

@@ -517,7 +517,7 @@ def test_fresh_reset_reaches_the_auto_reset_and_is_validated() -> None:
         c = PPOConfig(**{**small, "fresh_reset": fresh})
         env = runner.wrap_env(fast(), c, 2, jax.random.PRNGKey(0))
         assert isinstance(env, wrappers.AutoResetWrapper) and env.fresh_reset is expected
-    with pytest.raises(PPOConfigError, match="fresh_reset must be a bool or None, got 1"):
+    with pytest.raises(PPOConfigError, match="fresh_reset must be None or a bool, got 1"):
         train(fast(), **small, fresh_reset=1)
     with pytest.raises(PPOConfigError, match="fresh_reset=False cannot restart randomize_per_episode=True"):
         train(fast(), **small, fresh_reset=False, randomize_per_episode=True,

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from brax_train.config import ConfigError
+from brax_train.config import Function, Int, raise_errors, setting
 from brax_train.config import merge as _merge
 from brax_train.ppo import config as ppo_config
 from brax_train.ppo import networks as ppo_networks
@@ -25,10 +25,10 @@ class RPPOConfig(ppo_config.PPOConfig):
     steps, replayed from the hidden state stored at each unroll's first step.
     """
 
-    hidden_size: int = 32
+    hidden_size: int = setting(32, Int(ge=1))
     """Size of the policy's GRU state, which the environment state carries (`MemoryWrapper`)."""
-    network_factory: Callable[..., ppo_networks.PPONetworks] | Mapping[str, Any] = (
-        rppo_networks.make_rppo_networks
+    network_factory: Callable[..., ppo_networks.PPONetworks] | Mapping[str, Any] = setting(
+        rppo_networks.make_rppo_networks, Function(keywords_of="make_rppo_networks")
     )
     """`fn(observation_size, action_size, preprocess_observations_fn=, hidden_size=) -> RPPONetworks`
     (the environment's own sizes), or a mapping of `make_rppo_networks` keywords."""
@@ -40,28 +40,17 @@ FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RPPOConfig))
 
 def merge(config: RPPOConfig | None, kwargs: Mapping[str, Any]) -> RPPOConfig:
     """`config` updated with `rppo.train` keywords; unknown keys and keys set in both places raise."""
-    try:
-        return _merge(RPPOConfig, config, kwargs, "rppo.train")
-    except ConfigError as e:
-        raise RPPOConfigError(str(e)) from None
+    return _merge(RPPOConfig, config, kwargs, "rppo.train", RPPOConfigError)
 
 
 def validate(c: RPPOConfig, device_count: int) -> None:
     """Raise `RPPOConfigError` listing every violated rule (PPO's and the recurrent ones); no compilation."""
-    errors: list[str] = []
-    try:
-        ppo_config.validate(c, device_count)
-    except ppo_config.PPOConfigError as e:
-        errors = str(e).split("\n  - ")[1:]
-    h = c.hidden_size
-    if isinstance(h, bool) or not isinstance(h, int) or h < 1:
-        errors.append(f"hidden_size must be an int >= 1, got {h!r}")
+    errors = ppo_config.errors_of(c, device_count)
     if not c.wrap_env:
         errors.append(
             "wrap_env=False is not supported by brax_train.rppo: its auto-reset zeroes the hidden state"
         )
-    if errors:
-        raise RPPOConfigError("invalid RPPO settings:\n  - " + "\n  - ".join(errors))
+    raise_errors(errors, RPPOConfigError, "RPPO")
 
 
 __all__ = ["FIELDS", "RPPOConfig", "RPPOConfigError", "merge", "validate"]

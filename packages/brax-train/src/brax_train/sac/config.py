@@ -7,7 +7,18 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from brax_train.config import ConfigError, RunConfig, check_ints, is_int, is_num, run_errors
+from brax_train.config import (
+    Bool,
+    ConfigError,
+    Function,
+    Int,
+    Num,
+    RunConfig,
+    is_int,
+    raise_errors,
+    run_errors,
+    setting,
+)
 from brax_train.config import merge as _merge
 from brax_train.sac import networks as sac_networks
 
@@ -25,36 +36,36 @@ class SACConfig(RunConfig):
     `alpha_learning_rate` and `target_entropy` are brax-train additions.
     """
 
-    learning_rate: float = 1e-4
+    learning_rate: float = setting(1e-4, Num(ge=0))
     """Adam learning rate of the policy and the Q networks."""
-    discounting: float = 0.9
+    discounting: float = setting(0.9, Num(ge=0, le=1))
     """Discount factor."""
-    batch_size: int = 256
+    batch_size: int = setting(256, Int(ge=1))
     """Transitions per gradient step (split evenly over the devices)."""
-    normalize_observations: bool = False
+    normalize_observations: bool = setting(False, Bool())
     """Normalize observations with running statistics (policy and Q networks)."""
-    reward_scaling: float = 1.0
+    reward_scaling: float = setting(1.0, Num(ge=0))
     """Multiplier of rewards in the critic's target."""
-    tau: float = 0.005
+    tau: float = setting(0.005, Num(ge=0, le=1))
     """Polyak rate of the target Q networks: `target <- (1 - tau) * target + tau * q` per gradient step."""
-    min_replay_size: int = 0
+    min_replay_size: int = setting(0, Int(ge=0))
     """Transitions collected with a uniform-random policy before gradient steps start (counted in
     `num_timesteps`; rounded up to whole steps of `num_envs` environments)."""
-    max_replay_size: int | None = None
+    max_replay_size: int | None = setting(None, Int(ge=1, optional=True))
     """Replay capacity in transitions (a whole number of steps of `num_envs` environments is kept;
     None: `num_timesteps`, so give it explicitly to resume a run with a different `num_timesteps`)."""
-    grad_updates_per_step: int = 1
+    grad_updates_per_step: int = setting(1, Int(ge=1))
     """Gradient steps per environment step of all `num_envs` environments."""
-    network_factory: Callable[..., sac_networks.SACNetworks] | Mapping[str, Any] = (
-        sac_networks.make_sac_networks
+    network_factory: Callable[..., sac_networks.SACNetworks] | Mapping[str, Any] = setting(
+        sac_networks.make_sac_networks, Function(keywords_of="make_sac_networks")
     )
     """`fn(observation_size, action_size, preprocess_observations_fn=) -> SACNetworks`, or a mapping of
     `make_sac_networks` keywords."""
     checkpoint_logdir: str | os.PathLike[str] | None = None
     """Brax's name of `save_checkpoint_path` (give one of the two)."""
-    alpha_learning_rate: float = 3e-4
+    alpha_learning_rate: float = setting(3e-4, Num(ge=0))
     """Adam learning rate of the entropy temperature's logarithm (Brax's fixed value)."""
-    target_entropy: float | None = None
+    target_entropy: float | None = setting(None, Num(optional=True))
     """Entropy the temperature steers the policy towards; None: `-action_size` (the SAC paper's)."""
 
 
@@ -67,10 +78,7 @@ _INDEX_LIMIT = 2**31
 
 def merge(config: SACConfig | None, kwargs: Mapping[str, Any]) -> SACConfig:
     """`config` updated with `sac.train` keywords; unknown keys and keys set in both places raise."""
-    try:
-        return _merge(SACConfig, config, kwargs, "sac.train")
-    except ConfigError as e:
-        raise SACConfigError(str(e)) from None
+    return _merge(SACConfig, config, kwargs, "sac.train", SACConfigError)
 
 
 def replay_capacity(c: SACConfig) -> int:
@@ -81,35 +89,12 @@ def replay_capacity(c: SACConfig) -> int:
 def validate(c: SACConfig, device_count: int) -> None:
     """Raise `SACConfigError` listing every violated rule (names keys and values); no compilation."""
     errors = run_errors(c, device_count)
-    check_ints(c, errors, 1, ("batch_size", "grad_updates_per_step"))
-    check_ints(c, errors, 0, ("min_replay_size",))
-    check_ints(c, errors, 1, ("max_replay_size",), optional=True)
-    for name in ("learning_rate", "alpha_learning_rate", "reward_scaling"):
-        v = getattr(c, name)
-        if not is_num(v) or v < 0:
-            errors.append(f"{name} must be a number >= 0, got {v!r}")
-    for name in ("discounting", "tau"):
-        v = getattr(c, name)
-        if not is_num(v) or not 0 <= v <= 1:
-            errors.append(f"{name} must be a number in [0, 1], got {v!r}")
-    if c.target_entropy is not None and not is_num(c.target_entropy):
-        errors.append(f"target_entropy must be None or a number, got {c.target_entropy!r}")
-    normalize: object = c.normalize_observations
-    if not isinstance(normalize, bool):
-        errors.append(f"normalize_observations must be a bool, got {normalize!r}")
-    nf: object = c.network_factory  # runtime checks of values typed statically
-    if not (callable(nf) or isinstance(nf, Mapping)):
-        errors.append(
-            f"network_factory must be callable or a mapping of make_sac_networks keywords, "
-            f"got {type(nf).__name__}"
-        )
     if c.checkpoint_logdir is not None and c.save_checkpoint_path is not None:
         errors.append(
             "checkpoint_logdir and save_checkpoint_path name the same directory; give only one of them"
         )
     _replay_errors(c, device_count, errors)
-    if errors:
-        raise SACConfigError("invalid SAC settings:\n  - " + "\n  - ".join(errors))
+    raise_errors(errors, SACConfigError, "SAC")
 
 
 def _replay_errors(c: SACConfig, device_count: int, errors: list[str]) -> None:
