@@ -22,6 +22,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
 from brax_train import acting, checkpoint, distributed, networks
+from brax_train.config import RunConfig
 from brax_train.runner._agent import NONFINITE, NONFINITE_QUANTITIES, Agent, NonFiniteError, key_at
 from brax_train.runner._sharding import AXIS, P, wrap_env
 from brax_train.types import Metrics, PRNGKey, UInt64
@@ -50,7 +51,7 @@ def _keys(seed: int) -> _Keys:
 class _Run:
     """The host side of a run: devices, environments, the agent and its mutable progress."""
 
-    c: Any
+    c: RunConfig
     devices: list[jax.Device]
     mesh: Mesh
     keys: _Keys

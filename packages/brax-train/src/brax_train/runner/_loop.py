@@ -10,7 +10,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import brax_envs
 import jax
@@ -19,6 +19,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 
 from brax_train import checkpoint, distributed
+from brax_train.config import RunConfig
 from brax_train.runner._agent import Agent, MakeAgent, Setup, TrainResult, key_at
 from brax_train.runner._host import _check_finite, _Host, _keys, _local_copy, _Run, _Window
 from brax_train.runner._schedule import _CountedClock, _first_chunk, _FixedClock
@@ -38,7 +39,7 @@ from brax_train.types import PRNGKey, UInt64
 logger = logging.getLogger("brax_train.runner")
 
 
-def _setup(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> _Run:
+def _setup(environment: brax_envs.Env, c: RunConfig, make_agent: MakeAgent) -> _Run:
     devices = mesh_devices(c)
     mesh = Mesh(np.array(devices), (AXIS,))
     keys = _keys(c.seed)
@@ -96,6 +97,7 @@ def _setup(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> _Run:
 
 
 def _restore(run: _Run) -> None:
+    assert run.c.restore_checkpoint_path is not None
     step_dir = checkpoint.resolve(run.c.restore_checkpoint_path)
     run.last_checkpoint = os.fspath(step_dir)
     meta = checkpoint.read_meta(step_dir)
@@ -165,7 +167,7 @@ def _abstract(x: Any, sharding: Any) -> Any:
     return jax.tree.map(one, x)
 
 
-def _compile_ahead(c: Any, chunk_fn: Any, args: tuple[Any, ...], length: int) -> threading.Thread:
+def _compile_ahead(c: RunConfig, chunk_fn: Any, args: tuple[Any, ...], length: int) -> threading.Thread:
     """Compile `chunk_fn(*args, length=length)` on a worker thread; join it before that call.
 
     XLA's compiler releases the GIL, so the chunk, the largest program of a run (with its own copy
@@ -243,7 +245,7 @@ def _loop(run: _Run, host: _Host) -> dict[str, float]:
     return metrics
 
 
-def run(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> TrainResult:
+def run(environment: brax_envs.Env, c: RunConfig, make_agent: MakeAgent) -> TrainResult:
     """Train the agent `make_agent` builds on `environment` under the run settings of config `c`.
 
     `c` is an agent's validated config (a `RunConfig` subclass). A `restore_params` field, when the
@@ -253,8 +255,9 @@ def run(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> TrainResul
     t_start = time.perf_counter()
     with jax.default_matmul_precision(c.matmul_precision):
         r = _setup(environment, c, make_agent)
-        if getattr(c, "restore_params", None) is not None:
-            r.state = r.agent.warm_start(r.state, c.restore_params)
+        restore_params = getattr(c, "restore_params", None)
+        if restore_params is not None:
+            r.state = r.agent.warm_start(r.state, restore_params)
         r.state = jax.device_put(r.state, NamedSharding(r.mesh, P()))
         r.train_key = jax.device_put(r.train_key, NamedSharding(r.mesh, P()))
         if c.num_timesteps == 0:
@@ -274,11 +277,14 @@ def run(environment: brax_envs.Env, c: Any, make_agent: MakeAgent) -> TrainResul
     return TrainResult(r.agent.make_policy, jax.tree.map(_local_copy, r.params()), metrics)
 
 
+C = TypeVar("C", bound=RunConfig)
+
+
 def train(
     environment: brax_envs.Env,
-    c: Any,
-    validate: Callable[[Any, int], None],
-    make_agent: Callable[[Any, Setup], Agent[Any, Any]],
+    c: C,
+    validate: Callable[[C, int], None],
+    make_agent: Callable[[C, Setup], Agent[Any, Any]],
     name: str,
 ) -> TrainResult:
     """An agent's `train` after merging its settings: check, validate for the devices, log, `run`.

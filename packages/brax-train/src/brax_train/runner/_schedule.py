@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from brax_train.config import RunConfig
 from brax_train.runner._agent import ENV_STEPS, Agent
 from brax_train.runner._host import _Run
 
@@ -23,7 +24,7 @@ class _Schedule(NamedTuple):
     total: int  # training steps this call runs
 
     @staticmethod
-    def of(c: Any, step: int, env_steps_per_update: int) -> _Schedule:
+    def of(c: RunConfig, step: int, env_steps_per_update: int) -> _Schedule:
         resets = max(c.num_resets_per_eval, 1)
         intervals = max(c.num_evals - 1, 1)
         remaining = max(c.num_timesteps - step, 0)
@@ -37,7 +38,9 @@ class _Schedule(NamedTuple):
         return _Schedule(epoch, epoch * resets, metrics, chunk, intervals * epoch * resets)
 
 
-def final_step(c: Any, start_step: int, env_steps_per_update: int, counts_env_steps: bool = False) -> int:
+def final_step(
+    c: RunConfig, start_step: int, env_steps_per_update: int, counts_env_steps: bool = False
+) -> int:
     """The env step a run from `start_step` stops at: `num_timesteps` rounded up to whole eval intervals
     (for agents that count their env steps, `num_timesteps`: they overshoot it by less than an update)."""
     if counts_env_steps:
@@ -45,7 +48,7 @@ def final_step(c: Any, start_step: int, env_steps_per_update: int, counts_env_st
     return start_step + _Schedule.of(c, start_step, env_steps_per_update).total * env_steps_per_update
 
 
-def _first_chunk(c: Any, agent: Agent[Any, Any], step: int) -> int:
+def _first_chunk(c: RunConfig, agent: Agent[Any, Any], step: int) -> int:
     """Training steps in the first jitted chunk of a run from env step `step` (the clocks' rule)."""
     if agent.counts_env_steps:
         return 1
@@ -55,7 +58,7 @@ def _first_chunk(c: Any, agent: Agent[Any, Any], step: int) -> int:
 class _FixedClock:
     """The schedule of agents whose updates consume a fixed number of env steps: chunks of updates."""
 
-    def __init__(self, c: Any, run: _Run) -> None:
+    def __init__(self, c: RunConfig, run: _Run) -> None:
         self.per_update = run.agent.env_steps_per_update
         self.sched = _Schedule.of(c, run.step, self.per_update)
         self.chunk, self.done, self.reset = self.sched.chunk, 0, c.num_resets_per_eval > 0
@@ -74,7 +77,7 @@ class _FixedClock:
 class _CountedClock:
     """The schedule of agents that count their env steps (`Agent.counts_env_steps`), as Google Brax's ES."""
 
-    def __init__(self, c: Any, run: _Run) -> None:
+    def __init__(self, c: RunConfig, run: _Run) -> None:
         self.chunk, self.reset, self.target = 1, False, c.num_timesteps
         self.between = max(1, math.ceil(max(c.num_timesteps - run.step, 0) / max(c.num_evals - 1, 1)))
         self.next_eval = run.step + self.between

@@ -15,6 +15,7 @@ import jax
 from brax_envs import wrappers
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from brax_train.config import RunConfig
 from brax_train.types import PRNGKey
 
 logger = logging.getLogger("brax_train.runner")
@@ -35,7 +36,7 @@ def constrain(x: Any, sharding: Any) -> Any:
 
 
 def wrap_env(
-    environment: brax_envs.Env, c: Any, num_envs: int, key: PRNGKey, per_episode: bool = False
+    environment: brax_envs.Env, c: RunConfig, num_envs: int, key: PRNGKey, per_episode: bool = False
 ) -> brax_envs.Env:
     """Training/eval wrapping as in Brax: `randomization_fn` gets one key per environment as `rng=`.
 
@@ -116,13 +117,13 @@ def _env_shardings(tree: Any, num_envs: int, mesh: Mesh) -> Any:
     return jax.tree.map(lambda x: shard if x.ndim >= 1 and x.shape[0] == num_envs and x.size else repl, tree)
 
 
-def local_devices(c: Any) -> list[jax.Device]:
+def local_devices(c: RunConfig) -> list[jax.Device]:
     """The local devices a run uses (`max_devices_per_host` caps them)."""
     local: list[jax.Device] = jax.local_devices()
     return local[: min(len(local), c.max_devices_per_host or len(local))]
 
 
-def mesh_devices(c: Any) -> list[jax.Device]:
+def mesh_devices(c: RunConfig) -> list[jax.Device]:
     """Every process's devices a run uses, process by process (`max_devices_per_host` caps each)."""
     by_process: dict[int, list[jax.Device]] = {}
     for d in jax.devices():
@@ -131,7 +132,7 @@ def mesh_devices(c: Any) -> list[jax.Device]:
     return [d for p in sorted(by_process) for d in by_process[p][: cap or len(by_process[p])]]
 
 
-def log_devices(c: Any, name: str) -> None:
+def log_devices(c: RunConfig, name: str) -> None:
     """Log the devices and processes a run of agent `name` uses."""
     devices = local_devices(c)
     logger.info(
