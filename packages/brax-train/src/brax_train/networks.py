@@ -9,12 +9,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import inspect
 import json
+import numbers
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import linen
 
 from brax_train import running_statistics
@@ -290,6 +293,80 @@ def description_kwargs(
     return kw
 
 
+_Factory = TypeVar("_Factory", bound=Callable[..., Any])
+_Nets = TypeVar("_Nets")
+
+
+def _plain(value: Any) -> Any:
+    """A numpy/JAX scalar as the Python bool, int or float it holds; anything else as is."""
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """How a network factory's call is recorded in its networks' `description` and rebuilt from it.
+
+    Decorating `make_X_networks(observation_size, action_size, preprocess_observations_fn, **kw)`
+    with `record` gives its result (a dataclass with a `description` field) a description of the
+    call: the factory's importable name and every keyword, callables by importable name, sequences
+    as lists of ints, mappings as JSON objects, other values as JSON; `rebuild` calls the factory
+    again from such a description.
+    """
+
+    callables: tuple[str, ...] = ()
+    """Keywords holding callables (activations, initializers), recorded by importable name."""
+    sequences: tuple[str, ...] = ()
+    """Keywords holding sequences of ints (layer sizes)."""
+    mappings: tuple[str, ...] = ()
+    """Keywords holding an optional mapping of JSON values (None recorded as `{}`)."""
+    ignored: tuple[str, ...] = ()
+    """Keywords accepted for compatibility and not recorded."""
+
+    def describe_call(self, factory: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """The description of a call of `factory` (its importable name) with `arguments` (all of them)."""
+        kw = dict(arguments)
+        notes: list[str] = []
+        observation_size, action_size = kw.pop("observation_size"), kw.pop("action_size")
+        normalize = records_normalizer(kw.pop("preprocess_observations_fn"), notes)
+        recorded: dict[str, Any] = {}
+        for name, value in kw.items():
+            if name in self.ignored:
+                continue
+            if name in self.callables:
+                recorded[name] = record_callable(value, name, notes)
+            elif name in self.sequences:
+                recorded[name] = [int(s) for s in value]
+            elif name in self.mappings:
+                recorded[name] = record_value(dict(value or {}), name, notes)
+            else:
+                recorded[name] = record_value(_plain(value), name, notes)
+        return describe(factory, observation_size, action_size, recorded, normalize, notes)
+
+    def record(self, factory: _Factory) -> _Factory:
+        """`factory`, its result carrying the description of each call (a decorator)."""
+        signature = inspect.signature(factory)
+        name = f"{factory.__module__}.{factory.__qualname__}"
+
+        @functools.wraps(factory)
+        def make(*args: Any, **kwargs: Any) -> Any:
+            nets = factory(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return dataclasses.replace(nets, description=self.describe_call(name, bound.arguments))
+
+        return cast(_Factory, make)
+
+    def rebuild(self, factory: Callable[..., _Nets], description: Mapping[str, Any]) -> _Nets:
+        """`factory`'s networks again, from a description its `record` wrote (as checkpoints store it)."""
+        return factory(**description_kwargs(description, self.callables, self.sequences))
+
+
 def select_observation(
     obs: Any, normalizer_params: Any, obs_key: str, preprocess_observations_fn: PreprocessObservationFn
 ) -> jax.Array:
@@ -345,6 +422,7 @@ __all__ = [
     "FeedForwardNetwork",
     "Initializer",
     "PreprocessObservationFn",
+    "Recipe",
     "callable_name",
     "describe",
     "description_kwargs",

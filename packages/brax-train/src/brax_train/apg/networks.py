@@ -19,7 +19,7 @@ from brax_train import networks, running_statistics
 from brax_train.distribution import NormalTanhDistribution
 from brax_train.types import Policy
 
-_FACTORY_NAME = "brax_train.apg.networks.make_apg_networks"
+_RECIPE = networks.Recipe(callables=("activation",), sequences=("hidden_layer_sizes",))
 _KERNEL_SCALE = 0.01  # Brax's orthogonal(0.01): near-zero initial actions, so early rollouts stay calm
 _VAR_SCALE = 0.1  # Brax's exploration noise multiplier for APG
 
@@ -48,6 +48,7 @@ class APGNetworks:
     """JSON-able recipe to rebuild these networks (see `make_apg_networks`); empty when unknown."""
 
 
+@_RECIPE.record
 def make_apg_networks(
     observation_size: Any,
     action_size: int,
@@ -75,23 +76,12 @@ def make_apg_networks(
         preprocess_observations_fn=preprocess_observations_fn,
         layer_norm=layer_norm,
     )
-    notes: list[str] = []
-    kwargs = {
-        "hidden_layer_sizes": [int(n) for n in hidden_layer_sizes],
-        "activation": networks.record_callable(activation, "activation", notes),
-        "layer_norm": bool(layer_norm),
-        "policy_obs_key": policy_obs_key,
-    }
-    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
-    description = networks.describe(_FACTORY_NAME, observation_size, action_size, kwargs, normalize, notes)
-    return APGNetworks(policy_network, dist, description)
+    return APGNetworks(policy_network, dist)
 
 
 def networks_from_description(description: Mapping[str, Any]) -> APGNetworks:
     """Rebuild `APGNetworks` from an `APGNetworks.description` (as stored in checkpoints)."""
-    return make_apg_networks(
-        **networks.description_kwargs(description, ("activation",), ("hidden_layer_sizes",))
-    )
+    return _RECIPE.rebuild(make_apg_networks, description)
 
 
 def check_params(params: Any) -> APGParams:

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from brax_train import networks, running_statistics
 from brax_train.types import Observation, Policy, PRNGKey
 
-_FACTORY_NAME = "brax_train.ars.networks.make_policy_network"
+_RECIPE = networks.Recipe()
 
 
 class ARSParams(NamedTuple):
@@ -37,6 +37,7 @@ class ARSNetwork(networks.FeedForwardNetwork):
     """JSON-able recipe (see `make_policy_network`); empty when unknown."""
 
 
+@_RECIPE.record
 def make_policy_network(
     observation_size: Any,
     action_size: int,
@@ -55,15 +56,12 @@ def make_policy_network(
         x: jax.Array = preprocess_observations_fn(obs, normalizer_params)
         return jnp.matmul(x, policy_params)
 
-    notes: list[str] = []
-    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
-    description = networks.describe(_FACTORY_NAME, observation_size, action_size, {}, normalize, notes)
-    return ARSNetwork(init=init, apply=apply, description=description)
+    return ARSNetwork(init=init, apply=apply)
 
 
 def network_from_description(description: Mapping[str, Any]) -> ARSNetwork:
     """Rebuild the `ARSNetwork` an `ARSNetwork.description` (as stored in checkpoints) records."""
-    return make_policy_network(**networks.description_kwargs(description))
+    return _RECIPE.rebuild(make_policy_network, description)
 
 
 def actions(

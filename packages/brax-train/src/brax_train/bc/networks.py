@@ -19,7 +19,7 @@ from brax_train import networks, running_statistics
 from brax_train.distribution import NormalTanhDistribution
 from brax_train.types import Observation, Policy, PRNGKey
 
-_FACTORY_NAME = "brax_train.bc.networks.make_bc_networks"
+_RECIPE = networks.Recipe(callables=("activation",), sequences=("policy_hidden_layer_sizes",))
 
 
 class BCParams(NamedTuple):
@@ -46,6 +46,7 @@ class BCNetworks:
     """JSON-able recipe to rebuild these networks (see `make_bc_networks`); empty when unknown."""
 
 
+@_RECIPE.record
 def make_bc_networks(
     observation_size: Any,
     action_size: int,
@@ -72,21 +73,12 @@ def make_bc_networks(
         obs_key=policy_obs_key,
         preprocess_observations_fn=preprocess_observations_fn,
     )
-    notes: list[str] = []
-    kwargs = {
-        "policy_hidden_layer_sizes": [int(n) for n in policy_hidden_layer_sizes],
-        "activation": networks.record_callable(activation, "activation", notes),
-        "policy_obs_key": policy_obs_key,
-    }
-    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
-    description = networks.describe(_FACTORY_NAME, observation_size, action_size, kwargs, normalize, notes)
-    return BCNetworks(policy_network, dist, description)
+    return BCNetworks(policy_network, dist)
 
 
 def networks_from_description(description: Mapping[str, Any]) -> BCNetworks:
     """Rebuild `BCNetworks` from a `BCNetworks.description` (as stored in checkpoints)."""
-    kw = networks.description_kwargs(description, ("activation",), ("policy_hidden_layer_sizes",))
-    return make_bc_networks(**kw)
+    return _RECIPE.rebuild(make_bc_networks, description)
 
 
 def check_params(params: Any) -> BCParams:

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from brax_train import networks, running_statistics
 from brax_train.types import Observation, Policy, PRNGKey
 
-_FACTORY_NAME = "brax_train.es.networks.make_es_networks"
+_RECIPE = networks.Recipe(callables=("activation",), sequences=("hidden_layer_sizes",))
 
 
 class ESParams(NamedTuple):
@@ -39,6 +39,7 @@ class ESNetworks:
     """JSON-able recipe (see `make_es_networks`); empty when unknown."""
 
 
+@_RECIPE.record
 def make_es_networks(
     observation_size: Any,
     action_size: int,
@@ -61,20 +62,12 @@ def make_es_networks(
         kernel_init=jax.nn.initializers.lecun_uniform(),
         preprocess_observations_fn=preprocess_observations_fn,
     )
-    notes: list[str] = []
-    kwargs = {
-        "hidden_layer_sizes": [int(n) for n in hidden_layer_sizes],
-        "activation": networks.record_callable(activation, "activation", notes),
-    }
-    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
-    description = networks.describe(_FACTORY_NAME, observation_size, action_size, kwargs, normalize, notes)
-    return ESNetworks(policy_network=policy_network, description=description)
+    return ESNetworks(policy_network=policy_network)
 
 
 def networks_from_description(description: Mapping[str, Any]) -> ESNetworks:
     """Rebuild `ESNetworks` from an `ESNetworks.description` (as stored in checkpoints)."""
-    kw = networks.description_kwargs(description, ("activation",), ("hidden_layer_sizes",))
-    return make_es_networks(**kw)
+    return _RECIPE.rebuild(make_es_networks, description)
 
 
 def actions(net: ESNetworks, normalizer: Any, policy_params: Any, obs: Observation) -> jax.Array:

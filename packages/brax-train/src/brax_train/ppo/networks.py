@@ -17,7 +17,11 @@ from brax_train import networks, running_statistics
 from brax_train.distribution import NormalTanhDistribution
 from brax_train.types import Observation, Policy, PRNGKey
 
-_FACTORY_NAME = "brax_train.ppo.networks.make_ppo_networks"
+_RECIPE = networks.Recipe(
+    callables=("activation", "policy_network_kernel_init_fn", "value_network_kernel_init_fn", "kernel_init"),
+    sequences=("policy_hidden_layer_sizes", "value_hidden_layer_sizes"),
+    mappings=("policy_network_kernel_init_kwargs", "value_network_kernel_init_kwargs"),
+)
 
 
 class PPOParams(NamedTuple):
@@ -49,6 +53,7 @@ class PPONetworks:
     """JSON-able recipe to rebuild these networks (see `make_ppo_networks`); empty when unknown."""
 
 
+@_RECIPE.record
 def make_ppo_networks(
     observation_size: Any,
     action_size: int,
@@ -108,45 +113,16 @@ def make_ppo_networks(
         squeeze_output=True,
     )
 
-    notes: list[str] = []
-    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
-    kwargs = {
-        "policy_hidden_layer_sizes": [int(s) for s in policy_hidden_layer_sizes],
-        "value_hidden_layer_sizes": [int(s) for s in value_hidden_layer_sizes],
-        "activation": networks.record_callable(activation, "activation", notes),
-        "policy_obs_key": policy_obs_key,
-        "value_obs_key": value_obs_key,
-        "distribution_type": distribution_type,
-        "policy_network_kernel_init_fn": networks.record_callable(
-            policy_network_kernel_init_fn, "policy_network_kernel_init_fn", notes
-        ),
-        "policy_network_kernel_init_kwargs": networks.record_value(
-            pkw, "policy_network_kernel_init_kwargs", notes
-        ),
-        "value_network_kernel_init_fn": networks.record_callable(
-            value_network_kernel_init_fn, "value_network_kernel_init_fn", notes
-        ),
-        "value_network_kernel_init_kwargs": networks.record_value(
-            vkw, "value_network_kernel_init_kwargs", notes
-        ),
-        "kernel_init": networks.record_callable(kernel_init, "kernel_init", notes),
-        "layer_norm": bool(layer_norm),
-        "min_std": float(min_std),
-    }
-    description = networks.describe(_FACTORY_NAME, observation_size, action_size, kwargs, normalize, notes)
     return PPONetworks(
         policy_network=policy_network,
         value_network=value_network,
         parametric_action_distribution=dist,
-        description=description,
     )
 
 
 def networks_from_description(description: Mapping[str, Any]) -> PPONetworks:
     """Rebuild `PPONetworks` from a `PPONetworks.description` (as stored in checkpoints)."""
-    callables = ("activation", "policy_network_kernel_init_fn", "value_network_kernel_init_fn", "kernel_init")
-    sequences = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes")
-    return make_ppo_networks(**networks.description_kwargs(description, callables, sequences))
+    return _RECIPE.rebuild(make_ppo_networks, description)
 
 
 _EXPECTED = (

@@ -22,7 +22,10 @@ from brax_train.distribution import Normal, NormalTanhDistribution
 from brax_train.ppo import networks as ppo_networks
 from brax_train.types import PRNGKey
 
-_FACTORY_NAME = "brax_train.rppo.networks.make_rppo_networks"
+_RECIPE = networks.Recipe(
+    callables=("activation", "policy_network_kernel_init_fn", "value_network_kernel_init_fn"),
+    sequences=("policy_hidden_layer_sizes", "value_hidden_layer_sizes"),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,6 +124,7 @@ class RPPONetworks(ppo_networks.PPONetworks):
     after every step whose `discount` is 0 (an episode end)."""
 
 
+@_RECIPE.record
 def make_rppo_networks(
     observation_size: int,
     action_size: int,
@@ -198,27 +202,10 @@ def make_rppo_networks(
         _, hs_t = jax.lax.scan(step, h[:, 0], (x_t, keep_t))
         return jnp.swapaxes(hs_t, 0, 1)
 
-    notes: list[str] = []
-    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
-    kwargs = {
-        "hidden_size": int(hs),
-        "policy_hidden_layer_sizes": [int(s) for s in policy_hidden_layer_sizes],
-        "value_hidden_layer_sizes": [int(s) for s in value_hidden_layer_sizes],
-        "activation": networks.record_callable(activation, "activation", notes),
-        "policy_network_kernel_init_fn": networks.record_callable(
-            policy_network_kernel_init_fn, "policy_network_kernel_init_fn", notes
-        ),
-        "value_network_kernel_init_fn": networks.record_callable(
-            value_network_kernel_init_fn, "value_network_kernel_init_fn", notes
-        ),
-        "layer_norm": bool(layer_norm),
-        "min_std": float(min_std),
-    }
     return RPPONetworks(
         policy_network=networks.FeedForwardNetwork(init=policy_init, apply=policy_apply),
         value_network=networks.FeedForwardNetwork(init=value_init, apply=value_apply),
         parametric_action_distribution=dist,
-        description=networks.describe(_FACTORY_NAME, n, action_size, kwargs, normalize, notes),
         hidden_size=hs,
         observation_size=n,
         replay=replay,
@@ -227,9 +214,7 @@ def make_rppo_networks(
 
 def networks_from_description(description: Mapping[str, Any]) -> RPPONetworks:
     """Rebuild `RPPONetworks` from their `description` (as stored in checkpoints)."""
-    callables = ("activation", "policy_network_kernel_init_fn", "value_network_kernel_init_fn")
-    sequences = ("policy_hidden_layer_sizes", "value_hidden_layer_sizes")
-    return make_rppo_networks(**networks.description_kwargs(description, callables, sequences))
+    return _RECIPE.rebuild(make_rppo_networks, description)
 
 
 __all__ = [

@@ -19,7 +19,12 @@ from brax_train import networks, running_statistics
 from brax_train.distribution import NormalTanhDistribution
 from brax_train.types import Policy, PRNGKey
 
-_FACTORY_NAME = "brax_train.sac.networks.make_sac_networks"
+_RECIPE = networks.Recipe(
+    callables=("activation", "policy_network_kernel_init_fn", "q_network_kernel_init_fn"),
+    sequences=("hidden_layer_sizes",),
+    mappings=("policy_network_kernel_init_kwargs", "q_network_kernel_init_kwargs"),
+    ignored=("noise_std_type", "init_noise_std", "state_dependent_std"),
+)
 
 
 class SACParams(NamedTuple):
@@ -127,6 +132,7 @@ def make_q_network(
     return QNetwork(init=init, apply=apply)
 
 
+@_RECIPE.record
 def make_sac_networks(
     observation_size: Any,
     action_size: int,
@@ -182,40 +188,16 @@ def make_sac_networks(
         kernel_init=q_network_kernel_init_fn(**qkw),
         obs_key=q_obs_key,
     )
-    notes: list[str] = []
-    normalize = networks.records_normalizer(preprocess_observations_fn, notes)
-    kwargs = {
-        "hidden_layer_sizes": [int(s) for s in hidden_layer_sizes],
-        "activation": networks.record_callable(activation, "activation", notes),
-        "policy_network_layer_norm": bool(policy_network_layer_norm),
-        "q_network_layer_norm": bool(q_network_layer_norm),
-        "distribution_type": distribution_type,
-        "policy_network_kernel_init_fn": networks.record_callable(
-            policy_network_kernel_init_fn, "policy_network_kernel_init_fn", notes
-        ),
-        "policy_network_kernel_init_kwargs": networks.record_value(
-            pkw, "policy_network_kernel_init_kwargs", notes
-        ),
-        "q_network_kernel_init_fn": networks.record_callable(
-            q_network_kernel_init_fn, "q_network_kernel_init_fn", notes
-        ),
-        "q_network_kernel_init_kwargs": networks.record_value(qkw, "q_network_kernel_init_kwargs", notes),
-        "policy_obs_key": policy_obs_key,
-        "q_obs_key": q_obs_key,
-    }
-    description = networks.describe(_FACTORY_NAME, observation_size, action_size, kwargs, normalize, notes)
     return SACNetworks(
         policy_network=policy_network,
         q_network=q_network,
         parametric_action_distribution=dist,
-        description=description,
     )
 
 
 def networks_from_description(description: Mapping[str, Any]) -> SACNetworks:
     """Rebuild `SACNetworks` from a `SACNetworks.description` (as stored in checkpoints)."""
-    callables = ("activation", "policy_network_kernel_init_fn", "q_network_kernel_init_fn")
-    return make_sac_networks(**networks.description_kwargs(description, callables, ("hidden_layer_sizes",)))
+    return _RECIPE.rebuild(make_sac_networks, description)
 
 
 def check_params(params: Any) -> SACParams:
