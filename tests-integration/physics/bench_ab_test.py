@@ -1,4 +1,5 @@
-"""tools/bench/ab.py: the in-process A/B of a brax-physics setting on the whole step."""
+"""tools/bench/ab.py: the in-process A/B of a brax-physics setting (a `Lowering` field, or code) on the
+whole step."""
 
 from __future__ import annotations
 
@@ -9,13 +10,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools/bench"))
 import ab
-from brax_physics._src import solver
+from brax_physics._src.lowering import settings
 
 
-def test_ab_times_both_values_and_restores_the_setting(capsys: pytest.CaptureFixture[str]) -> None:
-    before = solver.QUEUE_SLOT_FRACTION
-    out = ab.run("reacher", 2, "brax_physics._src.solver:QUEUE_SLOT_FRACTION", [4, 8], steps=2, rounds=1)
-    assert before == solver.QUEUE_SLOT_FRACTION  # restored
+def test_ab_times_both_values_of_a_lowering_field(capsys: pytest.CaptureFixture[str]) -> None:
+    out = ab.run("reacher", 2, "queue_slot_fraction", [4, 8], steps=2, rounds=1)
+    assert settings.current() == settings.DEFAULT  # nothing global changed
     assert [r["value"] for r in out["runs"]] == ["4", "8"]
     assert all(r["compile_s"] > 0 and r["us_per_step"] > 0 for r in out["runs"])
     a, b = (r["us_per_step"] for r in out["runs"])
@@ -28,6 +28,10 @@ def test_ab_times_both_values_and_restores_the_setting(capsys: pytest.CaptureFix
     assert all(r["buffer_bytes"] > 0 for r in out["runs"])
     with pytest.raises(SystemExit, match="has no attribute 'NOPE'"):
         ab.run("reacher", 2, "brax_physics._src.solver:NOPE", [1, 2], steps=1, rounds=1)
+    with pytest.raises(SystemExit, match=r"no field 'queue_slot_fractio' \(did you mean"):
+        ab.run("reacher", 2, "queue_slot_fractio", [1, 2], steps=1, rounds=1)
+    with pytest.raises(SystemExit, match=r"now the field 'queue_slot_fraction' of brax_physics\.Lowering"):
+        ab.run("reacher", 2, "brax_physics._src.solver:QUEUE_SLOT_FRACTION", [1, 2], steps=1, rounds=1)
 
 
 def test_ab_warmup_starts_the_timed_rollouts_later() -> None:
@@ -41,18 +45,13 @@ def test_ab_warmup_starts_the_timed_rollouts_later() -> None:
     state = jax.vmap(lambda _: bp.init(sys_))(jnp.arange(2))
     after = jax.jit(ab._advance(sys_, 3))(state, jnp.zeros((2, sys_.nu)))
     assert float(after.time[0]) == pytest.approx(3 * float(sys_.opt.timestep))
-    out = ab.run("reacher", 2, "brax_physics._src.solver:QUEUE_SLOT_FRACTION", [4, 8], steps=2, rounds=1,
-                 warmup=3)
+    out = ab.run("reacher", 2, "queue_slot_fraction", [4, 8], steps=2, rounds=1, warmup=3)
     assert out["warmup"] == 3 and out["max_abs_dq"] == 0.0
 
 
 def test_ab_sets_several_settings_together() -> None:
-    from brax_physics._src import linalg
-
-    before = (linalg.UNROLL_MAX_N, linalg.UNROLL_MIN_BATCH)
-    setting = "brax_physics._src.linalg:UNROLL_MAX_N,brax_physics._src.linalg:UNROLL_MIN_BATCH"
+    setting = "unroll_max_n,unroll_min_batch"
     out = ab.run("reacher", 2, setting, [(16, 128), (4, 2)], steps=2, rounds=1)
-    assert before == (linalg.UNROLL_MAX_N, linalg.UNROLL_MIN_BATCH)  # both restored
     assert [r["value"] for r in out["runs"]] == ["(16, 128)", "(4, 2)"]
     with pytest.raises(SystemExit, match="2 settings take tuples of 2 values each"):
         ab.run("reacher", 2, setting, [16, 24], steps=1, rounds=1)
@@ -73,7 +72,7 @@ def test_ab_sets_several_functions_at_one_revision() -> None:
 
 
 def test_ab_times_more_than_two_values_against_the_first() -> None:
-    out = ab.run("reacher", 2, "brax_physics._src.solver:QUEUE_SLOT_FRACTION", [4, 8, 16], steps=2, rounds=2)
+    out = ab.run("reacher", 2, "queue_slot_fraction", [4, 8, 16], steps=2, rounds=2)
     assert [r["value"] for r in out["runs"]] == ["4", "8", "16"]
     first = out["runs"][0]["min_us_per_step"]
     assert out["runs"][0]["over_a_min"] == 1.0
@@ -82,7 +81,7 @@ def test_ab_times_more_than_two_values_against_the_first() -> None:
     assert out["max_abs_dq"] == 0.0
     with pytest.raises(SystemExit):
         ab.main(["--model", "reacher", "--batch", "2", "--setting",
-                 "brax_physics._src.solver:QUEUE_SLOT_FRACTION", "--values", "4"])
+                 "queue_slot_fraction", "--values", "4"])
 
 
 def test_ab_times_a_function_as_a_git_revision_defines_it() -> None:
@@ -131,13 +130,11 @@ def test_ab_twice_computes_a_stage_twice_with_the_same_result() -> None:
 
 
 def test_ab_reports_whether_the_programs_differ() -> None:
-    """A setting that changes the compiled program shows in `same_program`, even when the function
-    that reads it was traced before (`ab.run` clears JAX's caches between values)."""
-    from brax_physics._src import com
-
-    values = [com._DOT_MIN_WORK, 1]  # 1: every product of the tree a dot, not a fused sum
-    out = ab.run("reacher", 2, "brax_physics._src.com:_DOT_MIN_WORK", values, steps=2, rounds=1)
+    """A setting that changes the compiled program shows in `same_program`, in either order (a field
+    of the system's static settings: no cache to clear between values)."""
+    values = [settings.DEFAULT.dot_min_work, 1]  # 1: every product of the tree a dot, not a fused sum
+    out = ab.run("reacher", 2, "dot_min_work", values, steps=2, rounds=1)
     assert out["same_program"] == [False]
-    again = ab.run("reacher", 2, "brax_physics._src.com:_DOT_MIN_WORK", values[::-1], steps=2, rounds=1)
+    again = ab.run("reacher", 2, "dot_min_work", values[::-1], steps=2, rounds=1)
     assert again["same_program"] == [False]
     assert out["max_abs_dq"] < 1e-5 and again["max_abs_dq"] < 1e-5  # the same products either way

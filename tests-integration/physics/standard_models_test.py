@@ -20,7 +20,6 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
-from brax_physics._src import linalg
 
 ASSETS = Path(__file__).resolve().parents[2] / "packages/brax-envs/src/brax_envs/envs/assets"
 SECONDS = 1.0
@@ -124,7 +123,7 @@ def test_large_batch_does_not_hang(name: str) -> None:
     """1024 envs under XLA's default CPU scheduler, 30 calls of a 10-step rollout, in a child process.
 
     Before the pipeline kept its batched LAPACK calls off XLA's thread pool
-    (brax_physics._src.linalg), a potrf and a trsm ran side by side and jaxlib 0.10's CPU kernels
+    (brax_physics._src.lowering.factor), a potrf and a trsm ran side by side and jaxlib 0.10's CPU kernels
     deadlocked on a 2-core machine, typically on the first call at this batch. A hang shows as a
     timeout here, not a stuck suite.
     """
@@ -194,7 +193,7 @@ def test_two_cpu_devices_shard_map_does_not_hang(name: str) -> None:
 def test_step_lowers_for_gpu_and_tpu(name: str) -> None:
     """The vmapped step lowers for CUDA and TPU (no accelerator needed: `jax.export`): nothing in it
     is CPU-only, and the CPU's LAPACK chunking (brax_physics linalg) stays on the CPU: cuSOLVER
-    factors the whole batch per call, and for n <= linalg.GRAPH_MAX_N (the ant) not at all. On a
+    factors the whole batch per call, and for n <= `Lowering.graph_max_n` (the ant) not at all. On a
     GPU every loop trip is a host round trip: the CUDA program's only loops are the Newton solve's
     and, inside it, MuJoCo's line search's, and no product of matrices batched on both sides is a
     dot (cuBLAS's call and workspace)."""
@@ -215,7 +214,7 @@ def test_step_lowers_for_gpu_and_tpu(name: str) -> None:
     assert targets["tpu"] == [], targets["tpu"]  # plain HLO throughout
     # mass-matrix factors take the whole batch, the Newton solve's factors (n > 16) its work
     # queue's slots, a quarter of it: no call takes a CPU-sized chunk
-    if sys.nv <= linalg.GRAPH_MAX_N:  # factors and solves written out, no library call
+    if sys.nv <= sys.lowering.graph_max_n:  # factors and solves written out, no library call
         assert targets["cuda"] == [], targets["cuda"]
         return
     assert {t for t, _ in targets["cuda"]} == {"cusolver_potrf_ffi"}, targets["cuda"]

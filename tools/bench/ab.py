@@ -1,35 +1,35 @@
 """A/B of one brax-physics setting on the whole step: two programs in one process, timed alternately.
 
-`hatch run bench:ab --model humanoid --batch 1024 --setting brax_physics._src.solver:QUEUE_SLOT_FRACTION
---values 4 8` sets the module attribute to each value in turn, builds a fresh jit(scan(vmap(step)))
-rollout for it (trace, lower and compile happen with that value in place, after `jax.clear_caches()`:
-JAX reuses a trace of a function it has seen, a `custom_vmap` rule's among them, and a setting
-read inside one reached only the first program before), checks that both give
-the same positions, and times the compiled rollouts alternately, so that the machine's drift (20-30%
-within minutes on a shared CPU) hits both alike. Prints one JSON line: per value the compile
-seconds, the median and fastest microseconds per physics step and the program's XLA buffer bytes
-(arguments, outputs and temporaries of the positions-only rollout), `same_program` (per value
-after the first, whether its optimized HLO equals the first's: a setting that changes nothing
-shows here, not only as equal positions), and `b_over_a` and
-`b_over_a_min`, the second value's step time over the first's by each. On a shared machine whose
-speed changes in bursts the medians of two identical programs can differ by 5-10%; the fastest
-runs agree within about 1%, so judge changes of a few percent by `b_over_a_min`. More than two
-values are timed the same way, each run's `over_a_min` its fastest time over the first value's. The two
-compiles run in the order given; the first compile of a process carries one-time setup, so
-compare compile seconds only with the order also reversed. Several settings that only make sense
-together go comma-separated, each value then a tuple with one entry per setting:
-`--setting brax_physics._src.linalg:UNROLL_MAX_N,brax_physics._src.linalg:UNROLL_MIN_BATCH
---values "(16, 128)" "(24, 64)"`. Through `hatch run`, which formats its arguments again, a dict
-literal's braces are doubled: `--values "{{}}" "{{'cuda': 2}}"`.
+`hatch run bench:ab --model humanoid --batch 1024 --setting queue_slot_fraction --values 4 8` gives
+the system each value of that `brax_physics.Lowering` field in turn (`sys.replace(lowering=...)`,
+the other fields at their defaults), builds a fresh jit(scan(vmap(step))) rollout for it (the
+settings are static data of the System, so each value traces and compiles its own program; no cache
+to clear), checks that both give the same positions, and times the compiled rollouts alternately, so
+that the machine's drift (20-30% within minutes on a shared CPU) hits both alike. Prints one JSON
+line: per value the compile seconds, the median and fastest microseconds per physics step and the
+program's XLA buffer bytes (arguments, outputs and temporaries of the positions-only rollout),
+`same_program` (per value after the first, whether its optimized HLO equals the first's: a setting
+that changes nothing shows here, not only as equal positions), and `b_over_a` and `b_over_a_min`,
+the second value's step time over the first's by each. On a shared machine whose speed changes in
+bursts the medians of two identical programs can differ by 5-10%; the fastest runs agree within
+about 1%, so judge changes of a few percent by `b_over_a_min`. More than two values are timed the
+same way, each run's `over_a_min` its fastest time over the first value's. The two compiles run in
+the order given; the first compile of a process carries one-time setup, so compare compile seconds
+only with the order also reversed. Several settings that only make sense together go
+comma-separated, each value then a tuple with one entry per setting: `--setting
+unroll_max_n,unroll_min_batch --values "(16, 128)" "(24, 64)"`; a platform list is a tuple literal:
+`--setting queue_platforms --values "('cpu',)" "()"`. Through `hatch run`, which formats its
+arguments again, a dict literal's braces are doubled: `--values "{{}}" "{{'cuda': 2}}"`.
 
-A code change: a value `@REV` is the setting's attribute (a function, a class) as its module defines
-it at git revision REV, and `@` the one loaded now: `--setting brax_physics._src.solver:_hessian
---values @ @d9dd9f0` times the working tree's Newton Hessian against d9dd9f0's. The old version runs
-with its module's other definitions of that revision (its private helpers) and today's imports. It
-replaces the attribute in every loaded module that holds the same object (a `from x import f`
-copies the binding), and `patched` in the output names those modules. With several settings a lone
-`@REV` stands for all of them at that revision: `--setting brax_physics._src.constraint:impedance,
-brax_physics._src.constraint:contact_jacobian --values @2bba847~1 @` times a change to both functions.
+A code change: with `--setting module:attribute` a value `@REV` is the attribute (a function, a
+class) as its module defines it at git revision REV, and `@` the one loaded now: `--setting
+brax_physics._src.solver:_hessian --values @ @d9dd9f0` times the working tree's Newton Hessian
+against d9dd9f0's. The old version runs with its module's other definitions of that revision (its
+private helpers) and today's imports. It replaces the attribute in every loaded module that holds
+the same object (a `from x import f` copies the binding), and `patched` in the output names those
+modules. With several settings a lone `@REV` stands for all of them at that revision: `--setting
+brax_physics._src.constraint:impedance,brax_physics._src.constraint:contact_jacobian --values
+@2bba847~1 @` times a change to both functions.
 
 A stage's share of the step: the value `2x` is the loaded function computing everything twice,
 the second time on inputs that XLA cannot tell equal the first's, and adding 0 times the second
@@ -56,6 +56,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import difflib
 import importlib
 import json
 import re
@@ -188,9 +189,17 @@ def _holders(module: types.ModuleType, attr: str) -> list[types.ModuleType]:
     return [module, *others]
 
 
+def _lowering_fields() -> list[str]:
+    """The fields of `brax_physics.Lowering`, the settings a `--setting` without a module names."""
+    import brax_physics as bp
+
+    return [f.name for f in dataclasses.fields(bp.Lowering)]
+
+
 def _targets(setting: str, values: list[Any]) -> list[tuple[Any, str, list[Any]]]:
-    """(module, attribute, its value per run) of each comma-separated "module:ATTRIBUTE" in `setting`;
-    `Revision` values resolved to the attribute at that revision."""
+    """(module, attribute, its value per run) of each comma-separated "module:attribute" in `setting`,
+    `Revision` values resolved to the attribute at that revision; (None, field, values) for a field
+    of `brax_physics.Lowering`."""
     names = setting.split(",")
     if len(names) > 1:  # a lone @REV (or 2x) stands for every setting at that revision
         values = [(v,) * len(names) if isinstance(v, (Revision, Twice)) else v for v in values]
@@ -198,13 +207,25 @@ def _targets(setting: str, values: list[Any]) -> list[tuple[Any, str, list[Any]]
         n = len(names)
         raise SystemExit(f"--values: {n} settings take tuples of {n} values each (or one @REV for all), "
                          f"got {values}")
-    out = []
+    out: list[tuple[Any, str, list[Any]]] = []
     for k, name in enumerate(names):
+        per_run = [v[k] if len(names) > 1 else v for v in values]
+        if ":" not in name:  # a field of the system's lowering settings
+            if name not in _lowering_fields():
+                close = difflib.get_close_matches(name, _lowering_fields(), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise SystemExit(f"--setting: brax_physics.Lowering has no field {name!r}{hint}")
+            if any(isinstance(v, (Revision, Twice)) for v in per_run):
+                raise SystemExit(f"--setting {name}: @REV and 2x take a module:attribute (code), not a field")
+            out.append((None, name, per_run))
+            continue
         module_name, attr = name.split(":")
         module = importlib.import_module(module_name)
         if not hasattr(module, attr):
-            raise SystemExit(f"--setting: {module_name} has no attribute {attr!r}")
-        per_run = [v[k] if len(names) > 1 else v for v in values]
+            field = attr.lower().lstrip("_")
+            hint = f" (now the field {field!r} of brax_physics.Lowering: --setting {field})" \
+                if field in _lowering_fields() else ""
+            raise SystemExit(f"--setting: {module_name} has no attribute {attr!r}{hint}")
         per_run = [(_at_revision(module, attr, v.rev) if v.rev else getattr(module, attr))
                    if isinstance(v, Revision) else _twice(getattr(module, attr)) if isinstance(v, Twice)
                    else v for v in per_run]
@@ -221,14 +242,16 @@ def _program(compiled: Any) -> str:
 
 def run(model: str, batch: int, setting: str, values: list[Any], steps: int, rounds: int,
         warmup: int = 0) -> dict[str, Any]:
-    """The A/B of `setting` ("module:ATTRIBUTE", or several comma-separated with tuple values) at
-    `values` (two or more; ratios are against the first) on `model` with `batch` envs, timed from
-    the state `warmup` steps (of the loaded code) after `init`."""
+    """The A/B of `setting` (a `Lowering` field or "module:attribute", or several comma-separated with
+    tuple values) at `values` (two or more; ratios are against the first) on `model` with `batch`
+    envs, timed from the state `warmup` steps (of the loaded code) after `init`."""
     import brax_physics as bp
 
     targets = _targets(setting, values)
-    originals = [getattr(module, attr) for module, attr, _ in targets]
-    holders = [_holders(module, attr) for module, attr, _ in targets]
+    fields = [(attr, per_run) for module, attr, per_run in targets if module is None]
+    patches = [(module, attr, per_run) for module, attr, per_run in targets if module is not None]
+    originals = [getattr(module, attr) for module, attr, _ in patches]
+    holders = [_holders(module, attr) for module, attr, _ in patches]
     sys_ = bp.load_mjcf(MODELS[model])
     state = jax.jit(jax.vmap(lambda _: bp.init(sys_)))(jnp.arange(batch))  # one compile, not one per op
     ctrl = jnp.asarray(np.random.default_rng(0).uniform(-1, 1, (batch, sys_.nu)).astype(np.float32))
@@ -237,17 +260,20 @@ def run(model: str, batch: int, setting: str, values: list[Any], steps: int, rou
     compiled, compile_s = [], []
     try:
         for i in range(len(values)):
-            for (_, attr, per_run), held in zip(targets, holders, strict=True):
+            for (_, attr, per_run), held in zip(patches, holders, strict=True):
                 for module in held:
                     setattr(module, attr, per_run[i])
-            # JAX caches traces of the functions it has seen (a custom_vmap rule's among them): a
-            # setting read inside one would otherwise not reach the second program.
-            jax.clear_caches()
+            if patches:
+                # JAX caches traces of the functions it has seen (a custom_vmap rule's among them): a
+                # patched function would otherwise not reach the second program. Settings need no
+                # clearing: they are static data of the System, part of every cache key.
+                jax.clear_caches()
+            sys_i = sys_.replace(lowering=bp.Lowering(**{attr: per_run[i] for attr, per_run in fields}))
             t0 = time.perf_counter()
-            compiled.append(jax.jit(_rollout(sys_, steps)).lower(state, ctrl).compile())
+            compiled.append(jax.jit(_rollout(sys_i, steps)).lower(state, ctrl).compile())
             compile_s.append(time.perf_counter() - t0)
     finally:
-        for (_, attr, _), original, held in zip(targets, originals, holders, strict=True):
+        for (_, attr, _), original, held in zip(patches, originals, holders, strict=True):
             for module in held:
                 setattr(module, attr, original)
     qs = [np.asarray(c(state, ctrl)) for c in compiled]
@@ -280,8 +306,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--model", default="ant", choices=sorted(MODELS))
     p.add_argument("--batch", type=int, default=1024)
     p.add_argument("--setting", required=True,
-                   help="module:ATTRIBUTE, e.g. brax_physics._src.solver:QUEUE_MIN_BATCH; several: "
-                        "comma-separated")
+                   help="a brax_physics.Lowering field, e.g. queue_min_batch, or module:attribute (a "
+                        "function, for @REV and 2x); several: comma-separated")
     p.add_argument("--values", nargs="+", required=True,
                    help="two or more Python literals (A, B, ...); tuples, one entry per setting, for "
                         "several; @REV: the attribute as defined at git revision REV (with several "

@@ -4,6 +4,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from brax_physics._src.collision.contact import Contact
 from brax_physics._src.loader import from_mjmodel, load_mjcf
+from brax_physics._src.lowering.settings import Lowering
 from brax_physics._src.options_check import OptionWarning
 from brax_physics._src.pipeline import contacts, forward_kinematics, init, step
 from brax_physics._src.ray import Hit, ray
@@ -19,6 +20,7 @@ except PackageNotFoundError:  # running from a source tree without an install
 __all__ = [
     "Contact",
     "Hit",
+    "Lowering",
     "ModelRef",
     "OptionWarning",
     "Options",

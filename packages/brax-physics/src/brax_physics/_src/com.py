@@ -8,120 +8,56 @@ below need no frame changes, so they reduce to masked sums (see `structure`).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from brax_math import com_inertia, inertia_mul, motion_cross, quat_to_mat, rotation_motion
-from jax import custom_batching
 from jax.custom_derivatives import SymbolicZero
 from mujoco import mjtJoint
 
 from brax_physics._src import linalg
 from brax_physics._src.kinematics import Frames, assemble_rows
+from brax_physics._src.lowering import products, settings
+from brax_physics._src.lowering.settings import Lowering
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 from brax_physics._src.transmission import inherited
 
-_HI = jax.lax.Precision.HIGHEST
 
-
-# Multiply-adds (batch size times the product's n*k*m) from which `mm` runs as one dot. Below
-# it the products here are tiny (mostly a constant 0/1 tree mask times a few vectors): XLA's CPU
-# dot runtime call costs more than the arithmetic, so a fused multiply-and-sum wins (and compiles
-# faster); from it on the dot's blocked kernel wins, hence the static switch (measurements in
-# CHANGELOG.md).
-_DOT_MIN_WORK = 4096
-# Platforms whose programs run a product with the batch on both operands without a dot, whatever
-# its size (`lax.platform_dependent`; `_outer_sum`): on a GPU such a batched dot becomes a cuBLAS
-# call, launched by the host between the CUDA graphs that hold the rest of the step, with a
-# workspace buffer that does not shrink with the batch. On a CPU the dot is faster.
-FUSED_PLATFORMS: tuple[str, ...] = ("cuda",)
-# Longest sum of a matrix product written out for FUSED_PLATFORMS; longer ones keep the dot.
-FUSED_MAX_K = 8
-
-
-def _use_dot(batch: int, a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> bool:
-    """Whether `batch` products (n, k) @ (k, m) or (k,) are big enough for a dot."""
-    m = b_shape[1] if len(b_shape) == 2 else 1
-    return batch * a_shape[0] * a_shape[1] * m >= _DOT_MIN_WORK
-
-
-def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
-    """(n, k) @ (k, m) or (k,) as one full-float32 dot (never TF32/bf16, whatever the default)."""
-    return jnp.matmul(a, b, precision=_HI)
-
-
-def _mul_sum(a: jax.Array, b: jax.Array) -> jax.Array:
-    """(n, k) @ (k, m) or (k,) as an elementwise product and a sum: fuses with its neighbours."""
-    if b.ndim == 1:
-        return jnp.sum(a * b[None, :], axis=-1)
-    return jnp.sum(a[:, :, None] * b[None, :, :], axis=1)
-
-
-def _outer_sum(a: jax.Array, b: jax.Array) -> jax.Array:
-    """(n, k) @ (k, m) or (k,) as k products written out and added: one elementwise kernel that
-    holds nothing larger than its output (`_mul_sum` keeps the (n, k, m) products)."""
-    if b.ndim == 1:
-        return _mul_sum(a, b)
-    out = a[:, 0, None] * b[None, 0, :]
-    for i in range(1, a.shape[1]):
-        out = out + a[:, i, None] * b[None, i, :]
-    return out
-
-
-@custom_batching.custom_vmap
-def _mm_primal(a: jax.Array, b: jax.Array) -> jax.Array:
-    """Unbatched product, in the form that is faster at its size (a static choice)."""
-    return (_dot if _use_dot(1, a.shape, b.shape) else _mul_sum)(a, b)
-
-
-@_mm_primal.def_vmap
-def _mm_vmap(
-    axis_size: int, in_batched: list[bool], a: jax.Array, b: jax.Array
-) -> tuple[jax.Array, bool]:
-    """Batched product: the form that is faster at this batch size (a static choice)."""
-    a_shape = a.shape[1:] if in_batched[0] else a.shape
-    b_shape = b.shape[1:] if in_batched[1] else b.shape
-    axes = (0 if in_batched[0] else None, 0 if in_batched[1] else None)
-    if not _use_dot(axis_size, a_shape, b_shape):
-        return jax.vmap(_mul_sum, in_axes=axes)(a, b), True
-    dot = jax.vmap(_dot, in_axes=axes)
-    if not (all(in_batched) and FUSED_PLATFORMS) or (len(b_shape) == 2 and a_shape[1] > FUSED_MAX_K):
-        return dot(a, b), True
-    fused = jax.vmap(_outer_sum, in_axes=axes)
-    out: jax.Array = jax.lax.platform_dependent(a, b, default=dot,
-                                                **{name: fused for name in FUSED_PLATFORMS})
-    return out, True
-
-
-@jax.custom_jvp
 def mm(a: jax.Array, b: jax.Array) -> jax.Array:
-    """Full-float32 matrix product (n, k) @ (k, m) or (k,), its lowering chosen by batch size."""
-    out: jax.Array = _mm_primal(a, b)
+    """Full-float32 matrix product (n, k) @ (k, m) or (k,), its form chosen by batch size
+    (`lowering.products`, by the settings in effect)."""
+    return _mm(settings.current(), a, b)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _mm(s: Lowering, a: jax.Array, b: jax.Array) -> jax.Array:
+    out: jax.Array = products.mm_fn(s)(a, b)
     return out
 
 
 def _mm_jvp(
-    primals: tuple[jax.Array, jax.Array], tangents: tuple[Any, Any]
+    s: Lowering, primals: tuple[jax.Array, jax.Array], tangents: tuple[Any, Any]
 ) -> tuple[jax.Array, jax.Array]:
     """Product rule through plain dots: linear in the tangents, so reverse mode transposes it."""
     a, b = primals
     da, db = tangents
-    out = mm(a, b)
+    out = _mm(s, a, b)
     # Most `a` are constant tree masks: a symbolic-zero tangent costs no product at all.
     terms = []
     if not isinstance(da, SymbolicZero):
-        terms.append(_dot(da, b))
+        terms.append(products.dot(da, b))
     if not isinstance(db, SymbolicZero):
-        terms.append(_dot(a, db))
+        terms.append(products.dot(a, db))
     if not terms:
         return out, jnp.zeros_like(out)
     return out, terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
 
-mm.defjvp(_mm_jvp, symbolic_zeros=True)
+_mm.defjvp(_mm_jvp, symbolic_zeros=True)
 
 
 def subtree_com(sys: System, xipos: jax.Array) -> jax.Array:

@@ -8,6 +8,9 @@ import numpy as np
 import pytest
 
 from brax_physics._src import com
+from brax_physics._src.lowering import products, settings
+
+_D = settings.DEFAULT
 
 
 def _operands(n: int, k: int, m: int | None, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -21,7 +24,7 @@ def _operands(n: int, k: int, m: int | None, seed: int = 0) -> tuple[np.ndarray,
 def test_mm_unbatched_matches_numpy(n: int, k: int, m: int | None) -> None:
     a, b = _operands(n, k, m)
     # Small shapes take the fused form, large ones the dot: both must agree with float64 numpy.
-    assert com._use_dot(1, a.shape, b.shape) == (n >= 40)
+    assert products._use_dot(_D, 1, a.shape, b.shape) == (n >= 40)
     got = com.mm(jnp.asarray(a), jnp.asarray(b))
     np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
 
@@ -72,16 +75,18 @@ def test_mm_gradients_match_matmul_forward_and_reverse() -> None:
     np.testing.assert_allclose(got_b, want_b, rtol=1e-5, atol=1e-6)
 
 
-def test_fused_platforms_drop_doubly_batched_dots(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fused_platforms_drop_doubly_batched_dots() -> None:
     a, _ = _operands(23, 6, 23)
     rng = np.random.default_rng(4)
     both = (rng.normal(size=(512, 23, 6)).astype(np.float32),
             rng.normal(size=(512, 6, 23)).astype(np.float32))
     one = (a, both[1])
 
-    def lowered(platform: str, axes: tuple[int | None, int | None], *args: np.ndarray) -> str:
+    def lowered(platform: str, axes: tuple[int | None, int | None], *args: np.ndarray,
+                low: settings.Lowering = _D) -> str:
         fn = jax.jit(jax.vmap(com.mm, in_axes=axes))
-        text: str = fn.trace(*args).lower(lowering_platforms=(platform,)).as_text()
+        with settings.use(low):  # the settings `com.mm` reads while it is traced
+            text: str = fn.trace(*args).lower(lowering_platforms=(platform,)).as_text()
         return text
 
     # Both operands batched: a CUDA program adds the k = 6 products written out (no reduction that
@@ -89,16 +94,15 @@ def test_fused_platforms_drop_doubly_batched_dots(monkeypatch: pytest.MonkeyPatc
     cuda = lowered("cuda", (0, 0), *both)
     assert "dot_general" not in cuda and "stablehlo.reduce" not in cuda
     assert "dot_general" in lowered("cpu", (0, 0), *both)
-    k = com.FUSED_MAX_K + 1
+    k = _D.fused_max_k + 1
     long_k = (np.ones((512, 4, k), np.float32), np.ones((512, k, 4), np.float32))
     assert "dot_general" in lowered("cuda", (0, 0), *long_k)
     # A constant operand keeps the dot everywhere (XLA's GPU gemm fusion, no batched call).
     assert "dot_general" in lowered("cuda", (None, 0), *one)
-    monkeypatch.setattr(com, "FUSED_PLATFORMS", ())
-    assert "dot_general" in lowered("cuda", (0, 0), *both)
+    assert "dot_general" in lowered("cuda", (0, 0), *both, low=_D.replace(fused_platforms=()))
     # The fused form, run on this CPU, gives the dot's numbers.
     want = np.matmul(both[0].astype(np.float64), both[1])
-    monkeypatch.setattr(com, "FUSED_PLATFORMS", ("cpu",))
-    got = jax.jit(jax.vmap(com.mm))(*map(jnp.asarray, both))
-    assert "dot_general" not in jax.jit(jax.vmap(com.mm)).lower(*both).as_text()
+    with settings.use(_D.replace(fused_platforms=("cpu",))):
+        got = jax.jit(jax.vmap(com.mm))(*map(jnp.asarray, both))
+        assert "dot_general" not in jax.jit(jax.vmap(com.mm)).lower(*both).as_text()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,10 +32,10 @@ from brax_physics._src.linalg import MINVAL
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 
-MINIMP = 1e-4  # mjMINIMP
-MAXIMP = 0.9999  # mjMAXIMP
+MINIMP: Final = 1e-4  # mjMINIMP
+MAXIMP: Final = 0.9999  # mjMAXIMP
 
-_HI = jax.lax.Precision.HIGHEST
+_HI: Final = jax.lax.Precision.HIGHEST
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

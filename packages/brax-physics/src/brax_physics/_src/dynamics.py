@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -106,7 +106,7 @@ class Actuation(NamedTuple):
     velocity: jax.Array  # (nu,) actuator_velocity = moment · qd
 
 
-_JOINT_TRN = (mjtTrn.mjTRN_JOINT, mjtTrn.mjTRN_JOINTINPARENT)
+_JOINT_TRN: Final = (mjtTrn.mjTRN_JOINT, mjtTrn.mjTRN_JOINTINPARENT)
 
 
 def _types(codes: tuple[int, ...], *wanted: int) -> np.ndarray:

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from brax_physics._src.dynamics import factor, solve
-from brax_physics._src.linalg import SMALL_N
+from brax_physics._src.lowering.settings import DEFAULT
+
+SMALL_N = DEFAULT.small_n
 
 
 @pytest.mark.parametrize("n", [1, 2, SMALL_N, SMALL_N + 1, 9])

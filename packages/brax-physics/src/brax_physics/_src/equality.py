@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,10 +35,11 @@ from brax_physics._src.com import mm
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 
-SUPPORTED = (int(mjtEq.mjEQ_CONNECT), int(mjtEq.mjEQ_WELD), int(mjtEq.mjEQ_JOINT), int(mjtEq.mjEQ_TENDON))
+SUPPORTED: Final = (int(mjtEq.mjEQ_CONNECT), int(mjtEq.mjEQ_WELD), int(mjtEq.mjEQ_JOINT),
+                    int(mjtEq.mjEQ_TENDON))
 """`mujoco.mjtEq` codes of the equality kinds built here (the loader refuses the others)."""
 
-_NROW = {int(mjtEq.mjEQ_CONNECT): 3, int(mjtEq.mjEQ_WELD): 6, int(mjtEq.mjEQ_JOINT): 1,
+_NROW: Final = {int(mjtEq.mjEQ_CONNECT): 3, int(mjtEq.mjEQ_WELD): 6, int(mjtEq.mjEQ_JOINT): 1,
          int(mjtEq.mjEQ_TENDON): 1}
 
 

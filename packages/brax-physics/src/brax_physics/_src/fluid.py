@@ -9,6 +9,8 @@ the viscosity, both acting at the body's centre of mass. The ellipsoid model (pe
 
 from __future__ import annotations
 
+from typing import Final
+
 import jax
 import jax.numpy as jnp
 from brax_math import point_velocity, spatial_force
@@ -16,7 +18,7 @@ from brax_math import point_velocity, spatial_force
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 
-_HI = jax.lax.Precision.HIGHEST
+_HI: Final = jax.lax.Precision.HIGHEST
 
 
 def inertia_box(mass: jax.Array, inertia: jax.Array) -> jax.Array:

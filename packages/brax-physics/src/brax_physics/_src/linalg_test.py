@@ -1,12 +1,13 @@
 """Factors and solves against float64 numpy, unbatched and under vmap, and their gradients.
 
-Also the lowering under vmap: no LAPACK call up to UNROLL_MAX_N from UNROLL_MIN_BATCH on, and every
+Also the lowering under vmap: no LAPACK call up to unroll_max_n from unroll_min_batch on, and every
 batched LAPACK call small enough to stay off XLA's thread pool (jaxlib 0.10's batched CPU kernels
-can deadlock when several that use it run at once; see the module docstring).
+can deadlock when several that use it run at once; see `lowering.factor`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -21,6 +22,9 @@ import numpy as np
 import pytest
 
 from brax_physics._src import linalg
+from brax_physics._src.lowering import factor, settings
+
+_D = settings.DEFAULT
 
 
 def _spd(rng: np.random.Generator, batch: int, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -42,8 +46,8 @@ _SOLVES = {"spd_solve": linalg.spd_solve, "cho_solve": _factored_solve}
 
 
 @pytest.mark.parametrize("solve", _SOLVES)
-@pytest.mark.parametrize("n", [1, linalg.SMALL_N, linalg.SMALL_N + 1, 14, 27])
-@pytest.mark.parametrize("batch", [1, 64, linalg.UNROLL_MIN_BATCH])
+@pytest.mark.parametrize("n", [1, _D.small_n, _D.small_n + 1, 14, 27])
+@pytest.mark.parametrize("batch", [1, 64, _D.unroll_min_batch])
 def test_batched_matches_float64(solve: str, n: int, batch: int) -> None:
     m, b = _spd(np.random.default_rng(n * 100 + batch), batch, n)
     got = np.asarray(jax.jit(jax.vmap(_SOLVES[solve]))(m, b))
@@ -147,8 +151,8 @@ def _hlo(fn: Callable[..., object], *args: jax.Array) -> str:
 
 
 def test_batched_lowering_has_no_lapack_call() -> None:
-    """vmapped spd_solve, its gradient, cho_solve: no LAPACK up to UNROLL_MAX_N from UNROLL_MIN_BATCH on."""
-    n, batch = linalg.UNROLL_MAX_N, linalg.UNROLL_MIN_BATCH
+    """vmapped spd_solve, its gradient, cho_solve: no LAPACK up to unroll_max_n from unroll_min_batch on."""
+    n, batch = _D.unroll_max_n, _D.unroll_min_batch
     m_np, b_np = _spd(np.random.default_rng(4), batch, n)
     m, b = jnp.asarray(m_np), jnp.asarray(b_np)
     f = _loss("spd_solve", np.ones(n, np.float32))
@@ -165,8 +169,8 @@ def test_batched_lowering_has_no_lapack_call() -> None:
 
 
 def test_large_batched_solves_substitute_without_lapack_triangular_solves() -> None:
-    """Above UNROLL_MAX_N the factor is LAPACK's; its triangular solves only below SUBSTITUTE_MIN_BATCH."""
-    n, big = linalg.UNROLL_MAX_N + 1, linalg.SUBSTITUTE_MIN_BATCH
+    """Above unroll_max_n the factor is LAPACK's; its triangular solves only below substitute_min_batch."""
+    n, big = _D.unroll_max_n + 1, _D.substitute_min_batch
     m_np, b_np = _spd(np.random.default_rng(7), big, n)
     m, b = jnp.asarray(m_np), jnp.asarray(b_np)
     low = jax.vmap(linalg.cholesky)(m)
@@ -184,11 +188,11 @@ def test_substitution_trip_updates_in_place() -> None:
     """Each trip of the batch-last substitution loop is a quotient and one in-place update: no
     dynamic_update_slice, no copy of the right side, no wrap of the row index (kernels that cost
     ~1 us each, every trip); the result matches float64."""
-    n, batch = linalg.UNROLL_MAX_N + 7, linalg.SUBSTITUTE_MIN_BATCH
+    n, batch = _D.unroll_max_n + 7, _D.substitute_min_batch
     m_np, b_np = _spd(np.random.default_rng(11), batch, n)
     low = np.moveaxis(np.linalg.cholesky(m_np.astype(np.float64)).astype(np.float32), 0, -1)
     args = (jnp.asarray(low), jnp.asarray(b_np.T))
-    hlo = _hlo(linalg._substitute, *args)
+    hlo = _hlo(functools.partial(factor._substitute, _D), *args)
     bodies = [blk for blk in hlo.split("\n\n") if "root %tuple" in blk and f"f32[{n},{batch}]" in blk]
     assert len(bodies) == 2, hlo  # forward and back substitution
     for body in bodies:
@@ -197,7 +201,7 @@ def test_substitution_trip_updates_in_place() -> None:
         # scalar kernels: the counter's increment only (a fusion or a plain add), no index wrap
         assert len(re.findall(r"= s32\[\]\S* (?:fusion|add|select)\(", body)) == 1, body
         assert len(re.findall(r"= f32\[[\d,]+\]\S* fusion\(", body)) == 2, body  # the quotient, the update
-    x = np.asarray(jax.jit(linalg._substitute)(*args)).T
+    x = np.asarray(jax.jit(functools.partial(factor._substitute, _D))(*args)).T
     np.testing.assert_allclose(x, _expected(m_np, b_np), rtol=3e-4, atol=3e-5)
 
 
@@ -212,10 +216,10 @@ def _lapack_work(hlo: str) -> list[tuple[str, int]]:
     return out
 
 
-# (the factors of FACTOR_UNROLL_MAX_N + 8 and of 23 dofs below FACTOR_UNROLL_MIN_BATCH are LAPACK's)
+# (the factors of factor_unroll_max_n + 8 and of 23 dofs below factor_unroll_min_batch are LAPACK's)
 @pytest.mark.parametrize(("fn", "batch", "n"), [("cholesky", 300, 23), ("spd_solve", 1024, 27),
                                                 ("cho_solve", 63, 60),
-                                                ("cholesky", 1024, linalg.FACTOR_UNROLL_MAX_N + 8)])
+                                                ("cholesky", 1024, _D.factor_unroll_max_n + 8)])
 def test_batched_lapack_calls_stay_off_the_thread_pool(fn: str, batch: int, n: int) -> None:
     """Large batches go to LAPACK in chunks below jaxlib's parallel threshold; values unchanged."""
     m_np, b_np = _spd(np.random.default_rng(11), batch, n)
@@ -227,10 +231,10 @@ def test_batched_lapack_calls_stay_off_the_thread_pool(fn: str, batch: int, n: i
     }
     f, args = calls[fn]
     work = _lapack_work(_hlo(f, *args))
-    assert work and all(w < linalg._POOL_MIN_WORK for _, w in work), work
+    assert work and all(w < factor.POOL_MIN_WORK for _, w in work), work
     # the whole batch in one call would have used the pool
     kernel = "trsm" if fn == "cho_solve" else "potrf"
-    assert batch * (n * n if kernel == "trsm" else n * n * n // 3) >= linalg._POOL_MIN_WORK
+    assert batch * (n * n if kernel == "trsm" else n * n * n // 3) >= factor.POOL_MIN_WORK
     assert {k for k, _ in work} == {kernel}
     got = np.asarray(jax.jit(f)(*args))
     if fn == "cholesky":
@@ -250,7 +254,7 @@ def _factor_and_solve_batches(f: Callable[..., jax.Array], platform: str,
 
 
 @pytest.mark.parametrize(("fn", "batch", "n"),
-                         [("cholesky", 300, 23), ("cholesky", 1024, linalg.FACTOR_UNROLL_MAX_N + 8),
+                         [("cholesky", 300, 23), ("cholesky", 1024, _D.factor_unroll_max_n + 8),
                           ("cho_solve", 63, 60)])
 def test_accelerators_get_the_whole_batch_in_one_call(fn: str, batch: int, n: int) -> None:
     """The chunking is for jaxlib's CPU kernels: lowered for CUDA (no GPU needed), each factor or
@@ -264,16 +268,15 @@ def test_accelerators_get_the_whole_batch_in_one_call(fn: str, batch: int, n: in
     assert cuda == [batch] * (1 if fn == "cholesky" else 2), cuda  # cho_solve: L and Lᵀ solves
 
 
-@pytest.mark.parametrize(("batch", "n"), [(linalg.UNROLL_MIN_BATCH, linalg.UNROLL_MAX_N),
-                                        (linalg.FACTOR_UNROLL_MIN_BATCH, 23),
-                                        (linalg.FACTOR_UNROLL_MIN_BATCH, linalg.FACTOR_UNROLL_MAX_N)])
-def test_large_batched_cholesky_is_the_left_looking_factor(batch: int, n: int,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under vmap from UNROLL_MIN_BATCH (n <= UNROLL_MAX_N) or FACTOR_UNROLL_MIN_BATCH systems on,
+@pytest.mark.parametrize(("batch", "n"), [(_D.unroll_min_batch, _D.unroll_max_n),
+                                        (_D.factor_unroll_min_batch, 23),
+                                        (_D.factor_unroll_min_batch, _D.factor_unroll_max_n)])
+def test_large_batched_cholesky_is_the_left_looking_factor(batch: int, n: int) -> None:
+    """Under vmap from unroll_min_batch (n <= unroll_max_n) or factor_unroll_min_batch systems on,
     `cholesky` on a CPU is `_factor_left`: no LAPACK call, numpy's factor, the same numbers as the
     right-looking column form, NaN for a matrix that is not positive definite; lowered for CUDA it
-    is one whole-batch cuSOLVER factor above GRAPH_MAX_N (at or below it, `_factor_left` too);
-    FACTOR_UNROLL_MAX_N 0 turns it off."""
+    is one whole-batch cuSOLVER factor above graph_max_n (at or below it, `_factor_left` too);
+    factor_unroll_max_n 0 turns it off."""
     m_np, _ = _spd(np.random.default_rng(n), batch, n)
     m_np[5] = -m_np[5]
     m = jnp.asarray(m_np)
@@ -284,25 +287,25 @@ def test_large_batched_cholesky_is_the_left_looking_factor(batch: int, n: int,
     keep = np.arange(batch) != 5
     want = np.linalg.cholesky(m_np[keep].astype(np.float64))
     np.testing.assert_allclose(got[keep], want, rtol=1e-4, atol=1e-4)  # zeros above the diagonal
-    columns = jax.jit(lambda a: jnp.moveaxis(linalg._factor_columns(jnp.moveaxis(a, 0, -1)), -1, 0))
+    columns = jax.jit(lambda a: jnp.moveaxis(factor._factor_columns(jnp.moveaxis(a, 0, -1)), -1, 0))
     np.testing.assert_array_equal(got[keep], np.asarray(columns(m[keep])))
     spec = jax.ShapeDtypeStruct((batch, n, n), jnp.float32)  # type: ignore[no-untyped-call]
-    assert _factor_and_solve_batches(f, "cuda", spec) == ([] if n <= linalg.GRAPH_MAX_N else [batch])
+    assert _factor_and_solve_batches(f, "cuda", spec) == ([] if n <= _D.graph_max_n else [batch])
     assert _factor_and_solve_batches(f, "cpu", spec) == []
-    monkeypatch.setattr(linalg, "FACTOR_UNROLL_MAX_N", 0)
-    assert _factor_and_solve_batches(jax.vmap(linalg.cholesky), "cpu", spec)  # LAPACK's, in chunks
+    never = jax.vmap(functools.partial(linalg.cholesky, lowering=_D.replace(factor_unroll_max_n=0)))
+    assert _factor_and_solve_batches(never, "cpu", spec)  # LAPACK's, in chunks
 
 
 @pytest.mark.parametrize(("fn", "n"), [("spd_solve", 14), ("cho_solve", 14), ("spd_solve", 27),
                                        ("cho_solve", 27)])
 def test_accelerators_get_library_solves_not_loops(fn: str, n: int) -> None:
-    """The column form (n <= UNROLL_MAX_N) and the batch-last substitution (above it) loop over rows,
+    """The column form (n <= unroll_max_n) and the batch-last substitution (above it) loop over rows,
     which suits a CPU's SIMD lanes; lowered for CUDA the same vmapped solve has no loop: above
-    GRAPH_MAX_N cuSOLVER's factor and whole-batch triangular solves (spd_solve's factor does the
+    graph_max_n cuSOLVER's factor and whole-batch triangular solves (spd_solve's factor does the
     forward one), at or below it no library call either (the written-out forms); the CPU keeps its
     loop."""
     batch = 1024
-    assert batch >= max(linalg.UNROLL_MIN_BATCH, linalg.SUBSTITUTE_MIN_BATCH)
+    assert batch >= max(_D.unroll_min_batch, _D.substitute_min_batch)
     spec = jax.ShapeDtypeStruct
     args = (spec((batch, n, n), jnp.float32), spec((batch, n), jnp.float32))  # type: ignore[no-untyped-call]
     f = jax.vmap(linalg.spd_solve) if fn == "spd_solve" else jax.vmap(lambda a, r: linalg.cho_solve(a, a, r))
@@ -315,26 +318,23 @@ def test_accelerators_get_library_solves_not_loops(fn: str, n: int) -> None:
     assert "stablehlo.while" not in lowered("cuda")
     # spd_solve factors the system with its right side appended (one potrf) and solves with Lᵀ
     # (one trsm); cho_solve substitutes both ways (two)
-    want = [batch] * 2 if n > linalg.GRAPH_MAX_N else []
+    want = [batch] * 2 if n > _D.graph_max_n else []
     assert _factor_and_solve_batches(f, "cuda", *args) == want
 
 
 @pytest.mark.parametrize(("batch", "n"), [(1, 14), (32, 23), (64, 14)])
-def test_augmented_factor_does_the_forward_substitution(monkeypatch: pytest.MonkeyPatch, batch: int,
-                                                        n: int) -> None:
+def test_augmented_factor_does_the_forward_substitution(batch: int, n: int) -> None:
     """spd_solve's batched LAPACK factor takes the right side as an extra row and column: the
     factor's leading block is the matrix's factor and its last row L⁻¹b, so one LAPACK triangular
     solve is left; the answers do not change."""
     m, b = _spd(np.random.default_rng(batch + n), batch, n)
-    low, y = jax.jit(linalg._augmented_factors)(m, b)
+    low, y = jax.jit(factor._augmented_factors)(m, b)
     want_low = np.linalg.cholesky(m.astype(np.float64))
     np.testing.assert_allclose(np.tril(low), want_low, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(y, np.linalg.solve(want_low, b[..., None])[..., 0], rtol=1e-4, atol=1e-4)
 
     def solve(augment: bool) -> tuple[np.ndarray, int]:
-        monkeypatch.setattr(linalg, "AUGMENT", augment)
-        jax.clear_caches()
-        f = jax.jit(jax.vmap(linalg.spd_solve))
+        f = jax.jit(jax.vmap(functools.partial(linalg.spd_solve, lowering=_D.replace(augment=augment))))
         text = f.lower(m, b).as_text()
         return np.asarray(f(m, b)), len(re.findall(r"@\w*trsm", text))
 
@@ -344,40 +344,39 @@ def test_augmented_factor_does_the_forward_substitution(monkeypatch: pytest.Monk
     np.testing.assert_allclose(with_aug, _expected(m, b), rtol=3e-4, atol=3e-5)
 
 
-def test_loop_platforms_choose_the_lowering(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`LOOP_PLATFORMS` decides per platform (with `GRAPH_PLATFORMS` empty): listed, CUDA gets the
+def test_loop_platforms_choose_the_lowering() -> None:
+    """`loop_platforms` decides per platform (with `graph_platforms` empty): listed, CUDA gets the
     row loop; empty, the CPU gets the library's calls."""
-    monkeypatch.setattr(linalg, "GRAPH_PLATFORMS", ())
     spec = jax.ShapeDtypeStruct
     args = (spec((1024, 14, 14), jnp.float32), spec((1024, 14), jnp.float32))  # type: ignore[no-untyped-call]
 
-    def has_loop(platform: str) -> bool:  # a fresh jit each time: the setting is read at trace time
-        f = jax.jit(jax.vmap(linalg.spd_solve))
+    def has_loop(platform: str, loop_platforms: tuple[str, ...]) -> bool:
+        low = _D.replace(graph_platforms=(), loop_platforms=loop_platforms)
+        f = jax.jit(jax.vmap(functools.partial(linalg.spd_solve, lowering=low)))
         return "stablehlo.while" in jax.export.export(f, platforms=[platform])(*args).mlir_module()
 
-    monkeypatch.setattr(linalg, "LOOP_PLATFORMS", ("cpu", "cuda"))
-    assert has_loop("cuda") and has_loop("cpu")
-    monkeypatch.setattr(linalg, "LOOP_PLATFORMS", ())
-    assert not has_loop("cpu") and not has_loop("cuda")
+    assert has_loop("cuda", ("cpu", "cuda")) and has_loop("cpu", ("cpu", "cuda"))
+    assert not has_loop("cpu", ()) and not has_loop("cuda", ())
 
 
-def test_graph_platforms_write_the_solves_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A platform in `GRAPH_PLATFORMS` (here the CPU) gets vmapped factors and solves of n <=
-    GRAPH_MAX_N with no loop and no library call, at any batch (here one where the CPU takes
+def test_graph_platforms_write_the_solves_out() -> None:
+    """A platform in `graph_platforms` (here the CPU) gets vmapped factors and solves of n <=
+    graph_max_n with no loop and no library call, at any batch (here one where the CPU takes
     LAPACK): numpy's answers, and the column forms' numbers up to float32 rounding (the same
-    operations, fused differently), and the library's gradients; above GRAPH_MAX_N the platform's
+    operations, fused differently), and the library's gradients; above graph_max_n the platform's
     usual lowering."""
-    n, batch = linalg.SMALL_N + 3, 8  # the compile grows as n²
+    n, batch = _D.small_n + 3, 8  # the compile grows as n²
     m_np, b_np = _spd(np.random.default_rng(batch), batch, n)
     m, b = jnp.asarray(m_np), jnp.asarray(b_np)
+    graph = _D.replace(graph_platforms=("cpu",))
     calls: dict[str, tuple[Callable[..., jax.Array], tuple[jax.Array, ...]]] = {
-        "cholesky": (jax.vmap(linalg.cholesky), (m,)),
-        "spd_solve": (jax.vmap(linalg.spd_solve), (m, b)),
-        "cho_solve": (jax.vmap(linalg.cho_solve), (m, jax.vmap(linalg.cholesky)(m), b)),
+        "cholesky": (jax.vmap(functools.partial(linalg.cholesky, lowering=graph)), (m,)),
+        "spd_solve": (jax.vmap(functools.partial(linalg.spd_solve, lowering=graph)), (m, b)),
+        "cho_solve": (jax.vmap(functools.partial(linalg.cho_solve, lowering=graph)),
+                      (m, jax.vmap(linalg.cholesky)(m), b)),
     }
-    columns = {"cholesky": linalg._factor_left_front(m), "spd_solve": linalg._columns_solve(m, b),
-               "cho_solve": linalg._substitute_front(linalg._factor_left_front(m), b)}
-    monkeypatch.setattr(linalg, "GRAPH_PLATFORMS", ("cpu",))
+    columns = {"cholesky": factor._factor_left_front(m), "spd_solve": factor._columns_solve(_D, m, b),
+               "cho_solve": factor._substitute_front(_D, factor._factor_left_front(m), b)}
     for name, (f, args) in calls.items():
         hlo = _hlo(f, *args)
         assert _LAPACK_CALL not in hlo and " while(" not in hlo, name
@@ -387,14 +386,17 @@ def test_graph_platforms_write_the_solves_out(monkeypatch: pytest.MonkeyPatch) -
             np.testing.assert_allclose(got, np.linalg.cholesky(m_np.astype(np.float64)), rtol=1e-4, atol=1e-4)
         else:
             np.testing.assert_allclose(got, _expected(m_np, b_np), rtol=3e-4, atol=3e-5)
-    big, _ = _spd(np.random.default_rng(1), 8, linalg.GRAPH_MAX_N + 1)
-    assert _LAPACK_CALL in _hlo(jax.vmap(linalg.cholesky), jnp.asarray(big))
+    big, _ = _spd(np.random.default_rng(1), 8, _D.graph_max_n + 1)
+    graph_cholesky = jax.vmap(functools.partial(linalg.cholesky, lowering=graph))
+    assert _LAPACK_CALL in _hlo(graph_cholesky, jnp.asarray(big))
     # gradients through the written-out solves (implicit: the solve again) equal the library's
     w = np.random.default_rng(2).normal(size=(n,)).astype(np.float32)
     grad = jax.vmap(jax.grad(_loss("cho_solve", w), argnums=(0, 1)))
-    got_g = jax.jit(grad)(m, b)
-    monkeypatch.setattr(linalg, "GRAPH_PLATFORMS", ())
-    for g, want_g in zip(got_g, jax.jit(grad)(m, b), strict=True):
+    with settings.use(graph):  # the settings in effect while the solves are traced
+        got_g = jax.jit(grad)(m, b)
+    with settings.use(_D.replace(graph_platforms=())):
+        want_gs = jax.jit(grad)(m, b)
+    for g, want_g in zip(got_g, want_gs, strict=True):
         np.testing.assert_allclose(np.asarray(g), np.asarray(want_g), rtol=1e-4, atol=1e-5)
 
 
@@ -422,7 +424,7 @@ def test_many_concurrent_batched_solves_complete() -> None:
     assert np.isfinite(float(proc.stdout.strip().splitlines()[-1]))
 
 
-@pytest.mark.parametrize("batch", [16, linalg.UNROLL_MIN_BATCH])  # LAPACK, and the column form
+@pytest.mark.parametrize("batch", [16, _D.unroll_min_batch])  # LAPACK, and the column form
 def test_not_positive_definite_gives_nan(batch: int) -> None:
     """Like LAPACK's factor, an indefinite matrix yields NaN (never a silent wrong answer)."""
     m, b = _spd(np.random.default_rng(6), batch, 4)
@@ -434,7 +436,7 @@ def test_not_positive_definite_gives_nan(batch: int) -> None:
 
 
 @pytest.mark.parametrize("solve", _SOLVES)
-@pytest.mark.parametrize(("batch", "n"), [(32, 10), (linalg.SUBSTITUTE_MIN_BATCH, 27)])
+@pytest.mark.parametrize(("batch", "n"), [(32, 10), (_D.substitute_min_batch, 27)])
 def test_gradients_match_jax_scipy(solve: str, batch: int, n: int) -> None:
     """Per-example gradients equal jax.scipy's (for a: on its symmetric part, all an SPD solve sees)."""
     m_np, b_np = _spd(np.random.default_rng(9), batch, n)

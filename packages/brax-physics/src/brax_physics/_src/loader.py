@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import jax.numpy as jnp
 import mujoco
@@ -154,11 +154,11 @@ def unsupported(m: Any) -> list[str]:
     return errs
 
 
-_DYN = (mjtDyn.mjDYN_NONE, mjtDyn.mjDYN_INTEGRATOR, mjtDyn.mjDYN_FILTER, mjtDyn.mjDYN_FILTEREXACT,
+_DYN: Final = (mjtDyn.mjDYN_NONE, mjtDyn.mjDYN_INTEGRATOR, mjtDyn.mjDYN_FILTER, mjtDyn.mjDYN_FILTEREXACT,
         mjtDyn.mjDYN_MUSCLE)
-_GAIN = (mjtGain.mjGAIN_FIXED, mjtGain.mjGAIN_AFFINE, mjtGain.mjGAIN_MUSCLE)
-_BIAS = (mjtBias.mjBIAS_NONE, mjtBias.mjBIAS_AFFINE, mjtBias.mjBIAS_MUSCLE)
-_TRN = (mjtTrn.mjTRN_JOINT, mjtTrn.mjTRN_JOINTINPARENT, mjtTrn.mjTRN_SLIDERCRANK, mjtTrn.mjTRN_SITE,
+_GAIN: Final = (mjtGain.mjGAIN_FIXED, mjtGain.mjGAIN_AFFINE, mjtGain.mjGAIN_MUSCLE)
+_BIAS: Final = (mjtBias.mjBIAS_NONE, mjtBias.mjBIAS_AFFINE, mjtBias.mjBIAS_MUSCLE)
+_TRN: Final = (mjtTrn.mjTRN_JOINT, mjtTrn.mjTRN_JOINTINPARENT, mjtTrn.mjTRN_SLIDERCRANK, mjtTrn.mjTRN_SITE,
         mjtTrn.mjTRN_TENDON)
 
 
@@ -211,22 +211,23 @@ def _unsupported_tendons(m: Any) -> list[str]:
 
 
 # Sensor types MuJoCo has that are not computed here, and why (the others: "not supported").
-_SENSOR_WHY = {
+_SENSOR_WHY: Final = {
     mjtSensor.mjSENS_USER: "user sensors (MuJoCo's mjcb_sensor callback) are not supported",
     mjtSensor.mjSENS_PLUGIN: "plugin sensors are not supported",
 }
 # MJCF elements whose name differs from the mjtSensor keyword.
-_SENSOR_TAG = {
+_SENSOR_TAG: Final = {
     mjtSensor.mjSENS_JOINTACTFRC: "jointactuatorfrc", mjtSensor.mjSENS_TENDONACTFRC: "tendonactuatorfrc",
     mjtSensor.mjSENS_GEOMDIST: "distance", mjtSensor.mjSENS_GEOMNORMAL: "normal",
     mjtSensor.mjSENS_GEOMFROMTO: "fromto",
 }
-_FRAME_SENSORS = (
+_FRAME_SENSORS: Final = (
     mjtSensor.mjSENS_FRAMEPOS, mjtSensor.mjSENS_FRAMEQUAT, mjtSensor.mjSENS_FRAMEXAXIS,
     mjtSensor.mjSENS_FRAMEYAXIS, mjtSensor.mjSENS_FRAMEZAXIS, mjtSensor.mjSENS_FRAMELINVEL,
     mjtSensor.mjSENS_FRAMEANGVEL, mjtSensor.mjSENS_FRAMELINACC, mjtSensor.mjSENS_FRAMEANGACC,
 )
-_ACTUATOR_SENSORS = (mjtSensor.mjSENS_ACTUATORPOS, mjtSensor.mjSENS_ACTUATORVEL, mjtSensor.mjSENS_ACTUATORFRC)
+_ACTUATOR_SENSORS: Final = (mjtSensor.mjSENS_ACTUATORPOS, mjtSensor.mjSENS_ACTUATORVEL,
+                            mjtSensor.mjSENS_ACTUATORFRC)
 
 
 def _unsupported_sensors(m: Any) -> list[str]:

@@ -30,7 +30,7 @@ island holds every constraint, as for a single robot on the floor).
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -40,12 +40,12 @@ from brax_physics._src import linalg
 from brax_physics._src.linalg import MINVAL
 from brax_physics._src.solver import Problem, scale_tol
 
-_HI = jax.lax.Precision.HIGHEST
+_HI: Final = jax.lax.Precision.HIGHEST
 
 # float32 floor on MuJoCo's "restore a block whose cost rose by more than 1e-10" test: a drop
 # computed in float32 carries roundoff of this relative size of its terms.
-_REL_CHANGE = 1e-5
-_QCQP_ITERATIONS = 20  # mju_QCQP's Newton iterations
+_REL_CHANGE: Final = 1e-5
+_QCQP_ITERATIONS: Final = 20  # mju_QCQP's Newton iterations
 
 
 class Config(NamedTuple):

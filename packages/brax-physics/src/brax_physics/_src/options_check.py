@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import types
 import warnings
-from typing import Literal
+from typing import Final, Literal
 
 import mujoco
 
@@ -29,10 +29,10 @@ class OptionWarning(UserWarning):
 
 
 # Reasons shared by several entries.
-_OVERRIDE = "read only with flag override, which is refused"
-_SDF = "read only by SDF colliders, whose pairs are refused"
+_OVERRIDE: Final = "read only with flag override, which is refused"
+_SDF: Final = "read only by SDF colliders, whose pairs are refused"
 
-OPTIONS: dict[str, tuple[Status, str]] = {
+OPTIONS: Final[dict[str, tuple[Status, str]]] = {
     "timestep": ("honoured", "pipeline.step"),
     "impratio": ("honoured", "constraint: friction regularizer of both cones"),
     "tolerance": ("honoured", "solver.Config.tolerance (with float32 roundoff floors)"),
@@ -67,7 +67,7 @@ OPTIONS: dict[str, tuple[Status, str]] = {
 """Every `mjOption` field: its class and where it is honoured, or why it is irrelevant."""
 
 # Keyed by the MJCF <flag> attribute (mjDSBL_<NAME> lower-cased).
-DISABLE_FLAGS: dict[str, tuple[Status, str]] = {
+DISABLE_FLAGS: Final[dict[str, tuple[Status, str]]] = {
     "constraint": ("honoured", "constraint.layout: no rows"),
     "equality": ("irrelevant", "equality constraints are refused"),
     "frictionloss": ("honoured", "constraint.layout"),
@@ -97,7 +97,7 @@ DISABLE_FLAGS: dict[str, tuple[Status, str]] = {
 }
 """Every `mjtDisableBit`: its class and where it is honoured, or why it is irrelevant."""
 
-ENABLE_FLAGS: dict[str, tuple[Status, str]] = {
+ENABLE_FLAGS: Final[dict[str, tuple[Status, str]]] = {
     "override": ("refused", "collision.pairs.collision_pairs"),
     "energy": ("irrelevant", "fills mjData.energy only"),
     "fwdinv": ("irrelevant", "fills mjData.solver_fwdinv only"),
@@ -153,7 +153,7 @@ def option_warnings(m: mujoco.MjModel) -> list[str]:
 
 
 # Frames of the loading machinery; the warning points at the first frame outside them.
-_INTERNAL_MODULES = frozenset({__name__, "brax_physics._src.loader"})
+_INTERNAL_MODULES: Final = frozenset({__name__, "brax_physics._src.loader"})
 
 
 def _caller_stacklevel() -> int:

@@ -47,6 +47,7 @@ from brax_physics._src import (
     transmission,
 )
 from brax_physics._src.collision.contact import Contact, collide, with_parameters
+from brax_physics._src.lowering import settings
 from brax_physics._src.state import State
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
@@ -126,6 +127,7 @@ def solver_config(sys: System) -> solver.Config:
         cones=lay.cones, ls_iterations=o.ls_iterations, ls_tolerance=o.ls_tolerance,
         compact=lay.compact_groups, row_dof=_row_dof(sys),
         newton=o.solver != mjtSolver.mjSOL_CG, nisland=island.ntree(sys) if island.enabled(sys) else 1,
+        lowering=sys.lowering,
     )
 
 
@@ -315,6 +317,7 @@ def _checked(fn: str, name: str, x: Any, shape: tuple[int, ...], what: str, dtyp
     return jnp.asarray(x, dtype)
 
 
+@settings.lowered
 def init(sys: System, q: jax.Array | None = None, qd: jax.Array | None = None,
          act: jax.Array | None = None, activation: jax.Array | None = None) -> State:
     """Fully populated `State` at `q` (nq,) (default qpos0) and `qd` (nv,) (default zeros), with
@@ -418,6 +421,7 @@ def _freebody_velocity(sys: System, fr: kinematics.Frames, m: jax.Array, v0: jax
     return qd.at[idx].set(v0[idx] + h * qacc)
 
 
+@settings.lowered
 def step(sys: System, state: State, act: jax.Array) -> State:
     """Advance `state` by one timestep `sys.dt` under control `act` (nu,).
 
@@ -517,6 +521,7 @@ def step(sys: System, state: State, act: jax.Array) -> State:
                        warm)
 
 
+@settings.lowered
 def forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
                        mocap_quat: jax.Array | None = None) -> Transform:
     """(nbody,) world frames of all bodies (world body 0 included) at positions `q` (nq,).
@@ -528,6 +533,7 @@ def forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = 
     return x
 
 
+@settings.lowered
 def contacts(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
              mocap_quat: jax.Array | None = None) -> Contact:
     """The contacts of collision detection at positions `q` (nq,) (`Contact.active` marks those MuJoCo

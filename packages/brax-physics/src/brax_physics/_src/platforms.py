@@ -16,7 +16,7 @@ is a few operations to trace, keeps `lax.platform_dependent`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import jax
 import jax.numpy as jnp
@@ -27,7 +27,7 @@ Form = Callable[..., jax.Array]
 Forms = tuple[tuple[str, Form], ...]
 
 # The platforms JAX lowers for; any other gets the default form.
-_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
+_PLATFORMS: Final = ("cpu", "cuda", "rocm", "tpu")
 
 _choose_p = Primitive("brax_platform_choice")
 

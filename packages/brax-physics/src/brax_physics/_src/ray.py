@@ -18,7 +18,7 @@ surface or runs parallel to a face.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -32,12 +32,12 @@ from brax_physics._src.mjenum import keyword
 from brax_physics._src.state import State
 from brax_physics._src.system import System
 
-PRIMITIVES = (mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CAPSULE, mjtGeom.mjGEOM_ELLIPSOID,
-              mjtGeom.mjGEOM_CYLINDER, mjtGeom.mjGEOM_BOX)
+PRIMITIVES: Final = (mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_SPHERE, mjtGeom.mjGEOM_CAPSULE,
+                     mjtGeom.mjGEOM_ELLIPSOID, mjtGeom.mjGEOM_CYLINDER, mjtGeom.mjGEOM_BOX)
 """Primitive geom types (MuJoCo's mju_rayGeom types)."""
-TYPES = (*PRIMITIVES, mjtGeom.mjGEOM_HFIELD, mjtGeom.mjGEOM_MESH)
+TYPES: Final = (*PRIMITIVES, mjtGeom.mjGEOM_HFIELD, mjtGeom.mjGEOM_MESH)
 """Geom types rays can hit here (height fields as mj_rayHfield, meshes as mj_rayMesh)."""
-NGROUP = 6
+NGROUP: Final = 6
 """Number of geom groups a `geomgroup` mask covers (MuJoCo's mjNGROUP)."""
 
 
@@ -195,7 +195,7 @@ def _box(size: jax.Array, p: jax.Array, v: jax.Array) -> tuple[jax.Array, jax.Ar
     return best
 
 
-_LOCAL: dict[int, Local] = {
+_LOCAL: Final[dict[int, Local]] = {
     mjtGeom.mjGEOM_PLANE: _plane, mjtGeom.mjGEOM_SPHERE: _sphere, mjtGeom.mjGEOM_CAPSULE: _capsule,
     mjtGeom.mjGEOM_ELLIPSOID: _ellipsoid, mjtGeom.mjGEOM_CYLINDER: _cylinder, mjtGeom.mjGEOM_BOX: _box,
 }

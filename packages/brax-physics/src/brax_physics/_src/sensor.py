@@ -17,6 +17,7 @@ import dataclasses
 import difflib
 import functools
 from collections.abc import Sequence
+from typing import Final
 
 import jax
 import jax.numpy as jnp
@@ -39,47 +40,47 @@ from brax_physics._src.state import State
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 
-_S = mjtSensor
+_S: Final = mjtSensor
 
-POS_TYPES = (
+POS_TYPES: Final = (
     _S.mjSENS_MAGNETOMETER, _S.mjSENS_JOINTPOS, _S.mjSENS_ACTUATORPOS, _S.mjSENS_BALLQUAT, _S.mjSENS_FRAMEPOS,
     _S.mjSENS_FRAMEQUAT, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS, _S.mjSENS_FRAMEZAXIS,
     _S.mjSENS_SUBTREECOM, _S.mjSENS_CLOCK, _S.mjSENS_JOINTLIMITPOS, _S.mjSENS_RANGEFINDER,
     _S.mjSENS_TENDONPOS, _S.mjSENS_TENDONLIMITPOS,
 )
 """Position-stage sensor types computed here."""
-VEL_TYPES = (
+VEL_TYPES: Final = (
     _S.mjSENS_VELOCIMETER, _S.mjSENS_GYRO, _S.mjSENS_JOINTVEL, _S.mjSENS_ACTUATORVEL, _S.mjSENS_BALLANGVEL,
     _S.mjSENS_FRAMELINVEL, _S.mjSENS_FRAMEANGVEL, _S.mjSENS_SUBTREELINVEL, _S.mjSENS_SUBTREEANGMOM,
     _S.mjSENS_JOINTLIMITVEL, _S.mjSENS_TENDONVEL, _S.mjSENS_TENDONLIMITVEL,
 )
 """Velocity-stage sensor types computed here."""
-ACC_TYPES = (
+ACC_TYPES: Final = (
     _S.mjSENS_TOUCH, _S.mjSENS_ACCELEROMETER, _S.mjSENS_FORCE, _S.mjSENS_TORQUE, _S.mjSENS_ACTUATORFRC,
     _S.mjSENS_JOINTACTFRC, _S.mjSENS_FRAMELINACC, _S.mjSENS_FRAMEANGACC, _S.mjSENS_JOINTLIMITFRC,
     _S.mjSENS_CONTACT, _S.mjSENS_TENDONACTFRC, _S.mjSENS_TENDONLIMITFRC,
 )
 """Acceleration-stage sensor types computed here."""
-STAGE: dict[int, int] = {
+STAGE: Final[dict[int, int]] = {
     **{int(t): int(mjtStage.mjSTAGE_POS) for t in POS_TYPES},
     **{int(t): int(mjtStage.mjSTAGE_VEL) for t in VEL_TYPES},
     **{int(t): int(mjtStage.mjSTAGE_ACC) for t in ACC_TYPES},
 }
 """`mujoco.mjtStage` of every supported `mujoco.mjtSensor` type (the loader refuses the others)."""
-FRAME_OBJECTS = (mjtObj.mjOBJ_XBODY, mjtObj.mjOBJ_BODY, mjtObj.mjOBJ_GEOM, mjtObj.mjOBJ_SITE)
+FRAME_OBJECTS: Final = (mjtObj.mjOBJ_XBODY, mjtObj.mjOBJ_BODY, mjtObj.mjOBJ_GEOM, mjtObj.mjOBJ_SITE)
 """Object types frame sensors may sense or refer to (cameras are not supported)."""
 
 # Types that read the world-frame pose of an object, optionally relative to a reference object.
-_FRAME_POS = (_S.mjSENS_FRAMEPOS, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS, _S.mjSENS_FRAMEZAXIS)
-_RNE_POST = (_S.mjSENS_ACCELEROMETER, _S.mjSENS_FORCE, _S.mjSENS_TORQUE, _S.mjSENS_FRAMELINACC,
+_FRAME_POS: Final = (_S.mjSENS_FRAMEPOS, _S.mjSENS_FRAMEXAXIS, _S.mjSENS_FRAMEYAXIS, _S.mjSENS_FRAMEZAXIS)
+_RNE_POST: Final = (_S.mjSENS_ACCELEROMETER, _S.mjSENS_FORCE, _S.mjSENS_TORQUE, _S.mjSENS_FRAMELINACC,
              _S.mjSENS_FRAMEANGACC)
 
 Values = dict[int, jax.Array]
 """Sensor values of one or more stages: `mjtSensor` code -> (n, dim) for that type's sensors
 (rangefinders, whose dims differ: their values concatenated, sensor by sensor)."""
 
-_R = mjtRayDataField
-RAY_FIELDS = ((_R.mjRAYDATA_DIST, 1), (_R.mjRAYDATA_DIR, 3), (_R.mjRAYDATA_ORIGIN, 3),
+_R: Final = mjtRayDataField
+RAY_FIELDS: Final = ((_R.mjRAYDATA_DIST, 1), (_R.mjRAYDATA_DIR, 3), (_R.mjRAYDATA_ORIGIN, 3),
               (_R.mjRAYDATA_POINT, 3), (_R.mjRAYDATA_NORMAL, 3), (_R.mjRAYDATA_DEPTH, 1))
 """Rangefinder data fields and their widths, in sensordata order (bits of `sensor_intprm[i][0]`)."""
 
@@ -473,11 +474,11 @@ def cfrc_int(sys: System, fwd: State, cvel: jax.Array, cacc_: jax.Array) -> jax.
     return mm(jnp.asarray(st.subtree), body - cfrc_ext(sys, fwd))
 
 
-CONTACT_OBJECTS = (mjtObj.mjOBJ_UNKNOWN, mjtObj.mjOBJ_GEOM, mjtObj.mjOBJ_BODY, mjtObj.mjOBJ_XBODY)
+CONTACT_OBJECTS: Final = (mjtObj.mjOBJ_UNKNOWN, mjtObj.mjOBJ_GEOM, mjtObj.mjOBJ_BODY, mjtObj.mjOBJ_XBODY)
 """Object types a contact sensor may match by (none, geom, body, subtree); sites are not supported."""
-CONTACT_REDUCE = {1: "mindist", 2: "maxforce"}
+CONTACT_REDUCE: Final = {1: "mindist", 2: "maxforce"}
 """Contact-sensor reductions computed here (sensor_intprm[1]); none and netforce are not supported."""
-CONTACT_DATA = 0b1111111
+CONTACT_DATA: Final = 0b1111111
 """Contact-sensor data fields computed here (bits of sensor_intprm[0]): found, force, torque, dist,
 pos, normal, tangent (not linvel, angvel)."""
 

@@ -23,9 +23,8 @@ Verified in float64 against MuJoCo C's own constraint problems (solver_budget_te
 runs add floors below which improvements and slopes are roundoff.
 
 Batches: under `vmap` a plain while loop would run every problem for the batch's largest iteration
-count; from `QUEUE_MIN_BATCH` problems on, on a CPU (`QUEUE_PLATFORMS`), a work queue instead
-iterates only the unconverged ones (`_newton_queued`), each for exactly the iterations it takes
-alone.
+count; from a batch size on (the `Lowering` settings), on a CPU, a work queue instead iterates
+only the unconverged ones (`lowering.newton`), each for exactly the iterations it takes alone.
 
 Compaction: models with many contact slots have few active rows; when a group of limit/contact
 units is large, the solve runs on its active units gathered into a smaller static budget whenever
@@ -42,7 +41,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,16 +49,18 @@ import numpy as np
 from jax import custom_batching
 
 from brax_physics._src import linalg, platforms
+from brax_physics._src.lowering import newton
+from brax_physics._src.lowering.settings import DEFAULT, Lowering
 
-_HI = jax.lax.Precision.HIGHEST
+_HI: Final = jax.lax.Precision.HIGHEST
 
 # A floor on MuJoCo's (double precision) gradient and line-search slope tests, in units of the
 # dtype's epsilon: below this relative size (~1e-5 in float32) they are roundoff, and MuJoCo's
 # absolute tests would never fire. (Its improvement and decrement tests need none: a converged
 # float32 search finds no improvement, which ends the island.) CG's linear convergence makes small
 # steps that are not yet roundoff: its floor is lower (measured against MuJoCo's CG on a sliding box).
-_REL_GRAD_EPS = 100.0
-_CG_FLOOR = 0.01
+_REL_GRAD_EPS: Final = 100.0
+_CG_FLOOR: Final = 0.01
 
 
 def _rel_grad(x: jax.Array, cfg: Config | None = None) -> float:
@@ -98,6 +99,8 @@ class Config(NamedTuple):
     """Per row: the one dof its Jacobian can reach (a hinge or slide joint's limit or friction loss),
     or -1 for rows reaching several; None: unknown. Single-dof rows add to the Hessian's diagonal
     only, so it sums outer products over the others alone."""
+    lowering: Lowering = DEFAULT
+    """How the solve is lowered (the system's `lowering`): Hessian forms, work queue, compaction budgets."""
 
 
 class Problem(NamedTuple):
@@ -172,7 +175,7 @@ class _Cone(NamedTuple):
     middle: jax.Array
 
 
-_APEX = 1e-10  # tangential residual below which a cone counts as at its apex (see `_cone`)
+_APEX: Final = 1e-10  # tangential residual below which a cone counts as at its apex (see `_cone`)
 
 
 def _cone(p: Problem, idx: np.ndarray, jar: jax.Array) -> _Cone:
@@ -258,97 +261,11 @@ def constraint_force(cfg: Config, p: Problem, qacc: jax.Array) -> jax.Array:
     return row_terms(cfg, p, _mv(p.J, qacc) - p.aref)[0]
 
 
-# Up to this many multiply-adds (nefc·nv²) the Hessian is summed elementwise, above it a dot.
-_HESSIAN_ELEMENTWISE_MAX = 1 << 16
-
-
-def _runs(idx: np.ndarray) -> list[tuple[int, int]]:
-    """[start, stop) of the runs of consecutive values in static increasing `idx`."""
-    breaks = np.flatnonzero(np.diff(idx) != 1) + 1
-    return [(int(r[0]), int(r[-1]) + 1) for r in np.split(idx, breaks)]
-
-
-def _take(x: jax.Array, idx: np.ndarray) -> jax.Array:
-    """x[idx] for static increasing `idx`, as slices of its runs (a gather did not fuse)."""
-    parts = [x[a:b] for a, b in _runs(idx)]
-    return parts[0] if len(parts) == 1 else jnp.concatenate(parts)
-
-
-# Up to this many rows per sum the Hessian's terms are added as a tree of additions rather than
-# reduced (see `_hessian`); more would make one very large kernel.
-_HESSIAN_UNROLL_MAX_ROWS = 32
-
-
-def _sum_rows(n: int, term: Callable[[int], jax.Array], terms: Callable[[], jax.Array]) -> jax.Array:
-    """Σ_k term(k) over k < n, added pairwise for small n; else `terms()` (all n stacked) reduced."""
-    if n > _HESSIAN_UNROLL_MAX_ROWS:
-        return jnp.sum(terms(), axis=0)
-    parts = [term(k) for k in range(n)]
-    while len(parts) > 1:
-        parts = [parts[i] + parts[i + 1] if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
-    return parts[0]
-
-
 def _hessian(cfg: Config, p: Problem, quad: jax.Array) -> jax.Array:
     """(nv, nv) H = M + Jᵀ diag(D on quadratic rows) J."""
     w = jnp.where(quad, p.D, 0.0)
-    nefc, nv = p.J.shape
-    if nefc * nv * nv > _HESSIAN_ELEMENTWISE_MAX:
-        return p.M + jnp.matmul(p.J.T * w[None, :], p.J, precision=_HI)
-    out: jax.Array = _hessian_sum_fn(cfg.row_dof if cfg.row_dof is not None else (-1,) * nefc)(p.M, p.J, w)
-    return out
-
-
-def _hessian_sum(row_dof: tuple[int, ...], m: jax.Array, j: jax.Array, w: jax.Array) -> jax.Array:
-    """(nv, nv, ...) M + Jᵀ diag(w) J summed elementwise, batch axes last: `m` (nv, nv, ...), `j`
-    (nefc, nv, ...), `w` (nefc, ...).
-
-    Weighted row outer products summed elementwise: under vmap the dot form is a batched dot of
-    tiny matrices, which XLA's CPU backend runs matrix by matrix, one call each; a reduction over
-    the rows goes to a YNNPACK library call, several times slower than the one fused loop that a
-    tree of additions of the rows' terms becomes (each term computed in it, never stored). Plain
-    float32 products: no reduced-precision matmul either.
-    """
-    one = np.asarray(row_dof)
-    single, several = np.flatnonzero(one >= 0), np.flatnonzero(one < 0)
-    hess = m
-    if len(single):
-        # a row with one dof adds w J² to that dof's diagonal entry (its other entries are zero)
-        sq, ws = _take(j, single) ** 2, _take(w, single)
-        hess = linalg.add_diagonal(hess, _sum_rows(len(single), lambda k: ws[k][None] * sq[k],
-                                                   lambda: ws[:, None] * sq), batch_last=True)
-    if len(several):
-        jm = _take(j, several)
-        jw = jm * _take(w, several)[:, None]
-        hess = hess + _sum_rows(len(several), lambda k: jw[k][:, None] * jm[k][None, :],
-                                lambda: jw[:, :, None] * jm[:, None, :])
-    return hess
-
-
-@functools.cache
-def _hessian_sum_fn(row_dof: tuple[int, ...]) -> custom_batching.custom_vmap:
-    """`_hessian_sum` of one problem; under vmap, of the batch with the batch as the minor axis.
-
-    Batch-first, XLA's fused loop over a batch of Hessians runs along a matrix row (nv entries,
-    each term a broadcast of one row's entry); batch-last, an entry is a SIMD loop over the batch
-    with each term's operands contiguous. Where XLA fuses part of the sum into a consumer (the copy
-    that lays out LAPACK's operand took the humanoid's several-dof rows), that kernel's loop order
-    decides for that part (profile in CHANGELOG.md). The same products and the same tree of
-    additions in either layout, so the same numbers.
-    """
-
-    @custom_batching.custom_vmap
-    def hessian(m: jax.Array, j: jax.Array, w: jax.Array) -> jax.Array:
-        # traced when lowered: under vmap (the Newton solve's case) the rule replaces it
-        return platforms.defer(functools.partial(_hessian_sum, row_dof), m, j, w, like=0)
-
-    @hessian.def_vmap
-    def _(axis_size: int, in_batched: list[bool], m: jax.Array, j: jax.Array,
-          w: jax.Array) -> tuple[jax.Array, bool]:
-        m, j, w = (jnp.moveaxis(x, 0, -1) for x in linalg.batch_front(axis_size, in_batched, m, j, w))
-        return jnp.moveaxis(_hessian_sum(row_dof, m, j, w), -1, 0), True
-
-    return hessian
+    row_dof = cfg.row_dof if cfg.row_dof is not None else (-1,) * p.J.shape[0]
+    return newton.hessian(cfg.lowering, row_dof, p.M, p.J, w)
 
 
 # ---- islands (MuJoCo's mj_island) ----
@@ -438,11 +355,11 @@ def _evaluate(cfg: Config, p: Problem, isl: _Islands, ma: jax.Array,
 def _precondition(cfg: Config, p: Problem, jar: jax.Array, grad: jax.Array) -> jax.Array:
     """(nv,) Newton: H⁻¹ grad with the Hessian at `jar`; CG: M⁻¹ grad."""
     if not cfg.newton:
-        return linalg.spd_solve(p.M, grad)
+        return linalg.spd_solve(p.M, grad, cfg.lowering)
     hess = _hessian(cfg, p, row_terms(cfg, p, jar)[2])
     if cfg.cones:
         hess = hess + _cone_hessian(cfg, p, jar)
-    return linalg.spd_solve(hess, grad)
+    return linalg.spd_solve(hess, grad, cfg.lowering)
 
 
 def _small_grad(cfg: Config, isl: _Islands, grad: jax.Array, gscale: jax.Array) -> jax.Array:
@@ -771,9 +688,8 @@ def _line_search(cfg: Config, p: Problem, isl: _Islands, ma: jax.Array, jar: jax
 
 # The start and the iteration, traced once per settings and problem shapes: every program of a
 # process that solves the same problems (a training run's chunk and evaluation, at any batch) gets
-# the same jaxpr from jit's trace cache (inlined, so the program is as if traced in place). A
-# module setting read while tracing them (the Hessian's row limits) reaches programs traced after
-# `jax.clear_caches()`, as for any jitted function reading a global.
+# the same jaxpr from jit's trace cache (inlined, so the program is as if traced in place). The
+# lowering settings are part of the static `cfg`: another setting is another trace.
 _start_traced = jax.jit(_start, static_argnums=0, inline=True)
 _iterate_traced = jax.jit(_iterate, static_argnums=0, inline=True)
 
@@ -792,141 +708,24 @@ def _newton_loop(cfg: Config, p: Problem, w: jax.Array) -> jax.Array:
     return _pack(s)
 
 
-# Under vmap with at least this many problems the loop runs on a work queue (`_newton_queued`).
-QUEUE_MIN_BATCH = 64
-# Slots of the work queue (`queue_slots`): more slots take fewer trips but iterate more empty or
-# converged slots per trip, each costing a factor of the Hessian, so the best count grows more
-# slowly than the batch: a quarter of a small batch, up to QUEUE_MIN_SLOTS, then batch /
-# QUEUE_SLOT_FRACTION (A/B on ant and humanoid from 64 to 4096 envs, CHANGELOG.md). For models of
-# up to `linalg.UNROLL_MAX_N` dofs, fewer than 128 slots also keep the Newton solve on LAPACK's
-# factor rather than the column form, which compiles faster.
-QUEUE_SMALL_FRACTION = 4
-QUEUE_MIN_SLOTS = 16
-QUEUE_SLOT_FRACTION = 16
-# At training budgets (an iteration cap of QUEUE_LOW_BUDGET or less) problems take similar counts
-# and trips are few: QUEUE_LOW_BUDGET_FACTOR times the slots (A/B on the low-budget humanoid at 128).
-QUEUE_LOW_BUDGET = 4
-QUEUE_LOW_BUDGET_FACTOR = 4
-# Platforms whose programs use the work queue (`platforms.choose`; the others run the plain
-# vmapped loop). The queue trades trips for work: it spreads the batch's iterations over fewer
-# slots than problems, so it takes more trips than the plain loop's slowest problem. A CPU's time follows
-# the work; a GPU's step at RL batch sizes follows its kernel launches and each trip's host
-# synchronization, so there the plain loop's fewer trips win (measured on an H200, CHANGELOG.md).
-QUEUE_PLATFORMS: tuple[str, ...] = ("cpu",)
-
-
-def queue_slots(batch: int, iterations: int = 100) -> int:
-    """Slots of the work queue for `batch` problems capped at `iterations`."""
-    slots = max(1, min(batch // QUEUE_SMALL_FRACTION, QUEUE_MIN_SLOTS), batch // QUEUE_SLOT_FRACTION)
-    if iterations <= QUEUE_LOW_BUDGET:
-        slots = min(batch, QUEUE_LOW_BUDGET_FACTOR * slots)
-    return slots
-
-
-def _newton_queued(cfg: Config, p: Problem, w: jax.Array, slots: int) -> jax.Array:
-    """(B, nv + nefc) packed qacc and jar of a batch of problems (leading axis B; `w` the packed warm
-    starts), iterating only the unconverged ones.
-
-    A vmapped while loop runs every problem for as many iterations as the slowest one needs, while
-    a typical problem needs far fewer (many stop at the warm start), so most of that work is wasted.
-    Here a fixed number of slots each hold one unconverged problem;
-    every trip runs one Newton iteration on all slots, writes out the problems that stopped and
-    refills their slots from the queue of pending ones. Each problem takes exactly the iterations
-    it would take alone, so the results are those of the per-problem loop; the work is about the
-    total iteration count, not batch size times the maximum. The slots' problems are loop state
-    beside their iterates: the refill writes a new problem's data into its slot (a gather and a
-    select over the slots each trip, as for the iterates), and the iteration reads the slots'
-    copies instead of gathering every slot's problem from the batch (measured faster, same values).
-    """
-    n = w.shape[0]
-    s0 = jax.vmap(functools.partial(_start_traced, cfg))(p, w[:, :p.M.shape[-1]])
-    pending = jax.vmap(functools.partial(_running, cfg))(s0)
-    order = jnp.argsort(jnp.where(pending, 0, 1), stable=True)  # pending problems first
-    n_pending = jnp.sum(pending, dtype=jnp.int32)
-
-    def select(mask: jax.Array, a: jax.Array, b: jax.Array) -> jax.Array:
-        return jnp.where(mask.reshape(mask.shape + (1,) * (a.ndim - 1)), a, b)
-
-    Slot = tuple[_Iterate, Problem]  # the slots' iterates and problems
-
-    def refill(sidx: jax.Array, slot: Slot, ptr: jax.Array,
-               free: jax.Array) -> tuple[jax.Array, Slot, jax.Array]:
-        """Give each free slot the next pending problem (or mark it empty: index n)."""
-        cand = ptr + jnp.cumsum(free, dtype=jnp.int32) - 1
-        take = free & (cand < n_pending)
-        sidx = jnp.where(take, order[jnp.minimum(cand, n - 1)], jnp.where(free, n, sidx))
-        fresh = jax.tree.map(lambda a: a[jnp.minimum(sidx, n - 1)], (s0, p))
-        slot = jax.tree.map(functools.partial(select, take), fresh, slot)
-        return sidx, slot, ptr + jnp.sum(take, dtype=jnp.int32)
-
-    Carry = tuple[jax.Array, jax.Array, Slot, jax.Array]
-
-    def body(c: Carry) -> Carry:
-        x_out, sidx, slot, ptr = c
-        it, ps = slot
-        it = jax.vmap(functools.partial(_iterate_traced, cfg))(ps, it)
-        active = sidx < n
-        finished = active & ~jax.vmap(functools.partial(_running, cfg))(it)
-        x_out = x_out.at[jnp.where(finished, sidx, n)].set(_pack(it), mode="drop")
-        slot = (it, ps)
-        sidx, slot, ptr = refill(sidx, slot, ptr, finished | ~active)
-        return x_out, sidx, slot, ptr
-
-    empty = jnp.full((slots,), n, jnp.int32)
-    sidx, slot, ptr = refill(empty, jax.tree.map(lambda a: a[:slots], (s0, p)), jnp.zeros((), jnp.int32),
-                             jnp.ones((slots,), bool))
-    out: jax.Array = jax.lax.while_loop(lambda c: jnp.any(c[1] < n), body, (_pack(s0), sidx, slot, ptr))[0]
-    return out
-
-
 @functools.cache
 def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
     """The Newton solve for settings `cfg` on packed warm starts and results (qacc then jar, so one
-    array, as `platforms` forms return): a per-problem loop (also for a vmap of one problem), and
-    under vmap the work queue or the plain vmapped loop."""
-
-    @custom_batching.custom_vmap
-    def newton(p: Problem, w: jax.Array) -> jax.Array:
-        # traced when lowered: under vmap the rule below replaces it, and its loop is not traced
-        return platforms.defer(functools.partial(_newton_loop, cfg), p, w)
-
-    @newton.def_vmap
-    def _(axis_size: int, in_batched: list[object], p: Problem, w: jax.Array) -> tuple[jax.Array, bool]:
-        def full(a: jax.Array, batched: bool) -> jax.Array:
-            return a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
-
-        p, w = jax.tree.map(full, (p, w), tuple(in_batched))
-        if axis_size == 1:  # one problem (a single env under vmap): its loop, without a batched one's selects
-            one_p, one_w = jax.tree.map(lambda a: a[0], (p, w))
-            return _newton_loop(cfg, one_p, one_w)[None], True
-        plain = jax.vmap(functools.partial(_newton_loop, cfg))
-        if axis_size < QUEUE_MIN_BATCH or w.ndim != 2 or not QUEUE_PLATFORMS:
-            return plain(p, w), True  # small batches: the plain vmapped loop
-        queued = functools.partial(_newton_queued, cfg, slots=queue_slots(axis_size, cfg.iterations))
-        return platforms.choose(plain, dict.fromkeys(QUEUE_PLATFORMS, queued), p, w), True
-
-    return newton
+    array, as `platforms` forms return): a per-problem loop, under vmap `newton.batched`'s."""
+    loop = newton.Loop(
+        solve=functools.partial(_newton_loop, cfg), warm=lambda p, w: w[:, :p.M.shape[-1]],
+        start=functools.partial(_start_traced, cfg), iterate=functools.partial(_iterate_traced, cfg),
+        running=functools.partial(_running, cfg), pack=_pack, iterations=cfg.iterations)
+    return newton.batched(cfg.lowering, loop)
 
 
 # Row compaction. Rows MuJoCo would not instantiate (D = 0) add nothing to the cost, gradient,
 # Hessian or line search, but a dense solve pays for every slot (the Hessian is nefc·nv², the line
-# search's kink table nefc²), and models with many contact slots have few active (dm_control's
-# quadruped: a few dozen of its contact rows at a time, see CHANGELOG.md). So the solve runs on the
-# active units of each group gathered into a budget of static size when they fit it (under vmap
-# when they fit in every problem of the batch: an unbatched `lax.switch` on the batch's largest
+# search's kink table nefc²), and models with many contact slots have few active. So the solve runs
+# on the active units of each group gathered into a budget of static size when they fit it (under
+# vmap when they fit in every problem of the batch: an unbatched `lax.switch` on the batch's largest
 # count), and on all rows otherwise. Results are those of the full solve up to float32 summation
-# order. Each budget tier compiles one more Newton solve: one tier measured as fast as two at a
-# fraction of the compile time (CHANGELOG.md).
-
-# A group's budget: 1/COMPACT_FRACTION of its units, at least COMPACT_MIN_UNITS, and only where
-# that is at most half the group. Huge groups (thousands of contact slots, as dm_control's dog) hold
-# far more slots than active contacts (what touches, not what could), so their budget is
-# COMPACT_BASE + 1/COMPACT_LARGE_FRACTION of the units where that is smaller. A step whose active
-# units exceed the budget still gets the exact full solve.
-COMPACT_FRACTION = 8
-COMPACT_MIN_UNITS = 32
-COMPACT_BASE = 256
-COMPACT_LARGE_FRACTION = 64
+# order. The budgets are a lowering choice (`newton.tier_budgets`).
 
 
 class _Compaction(NamedTuple):
@@ -938,20 +737,13 @@ class _Compaction(NamedTuple):
     configs: tuple[Config, ...]  # per tier: the compact problem's settings
 
 
-def _tier_budgets(nunit: int) -> list[int]:
-    """Units kept per tier for a group of `nunit` units (increasing; empty: never compact)."""
-    large = COMPACT_BASE + -(-nunit // COMPACT_LARGE_FRACTION)
-    b = max(COMPACT_MIN_UNITS, min(-(-nunit // COMPACT_FRACTION), large))
-    return [b] if 2 * b <= nunit else []
-
-
 @functools.lru_cache(maxsize=64)
 def _compaction(cfg: Config) -> _Compaction | None:
     """The tiers of compact problems for `cfg`, or None when no group is worth compacting."""
     if not cfg.compact:
         return None
     units = tuple(np.asarray(g, np.int32).reshape(len(g), -1) for g in cfg.compact)
-    per_group = [_tier_budgets(u.shape[0]) for u in units]
+    per_group = [newton.tier_budgets(cfg.lowering, u.shape[0]) for u in units]
     ntier = max(len(b) for b in per_group)
     if ntier == 0:
         return None
@@ -1097,7 +889,7 @@ def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array],
     hess = _hessian(cfg, p, quad)
     if cfg.cones:
         hess = hess + _cone_hessian(cfg, p, jar)
-    w = linalg.spd_solve(hess, xbar)
+    w = linalg.spd_solve(hess, xbar, cfg.lowering)
 
     def optimality(q: Problem) -> jax.Array:  # g(x*, θ); qacc_smooth enters only via qfrc_smooth
         f = row_terms(cfg, q, _mv(q.J, x) - q.aref)[0]

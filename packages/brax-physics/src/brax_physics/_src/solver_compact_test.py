@@ -16,13 +16,16 @@ import pytest
 
 import brax_physics as bp
 from brax_physics._src import pipeline, solver
+from brax_physics._src.lowering import newton, settings
+from brax_physics._src.lowering.settings import Lowering
 
 NV, NHEAD, NUNIT = 5, 4, 40
-_DEFAULT_BUDGETS = solver._tier_budgets  # before the fixture patches it
+_DEFAULT_BUDGETS = newton.tier_budgets  # before the fixture patches it
 
 
-def _two_tiers(nunit: int) -> list[int]:
+def _two_tiers(s: Lowering, nunit: int) -> list[int]:
     """Budgets of a tenth and two fifths of a group (4 and 16 of 40), where at most half of it."""
+    del s
     return [b for b in (max(4, nunit // 10), max(16, nunit * 2 // 5)) if 2 * b <= nunit]
 
 
@@ -30,7 +33,7 @@ def _two_tiers(nunit: int) -> list[int]:
 def _small_tiers(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Two tiers, 4 and 16 units of a 40-unit group (the default is one tier of at least 32), so that
     tier selection is tested too."""
-    monkeypatch.setattr(solver, "_tier_budgets", _two_tiers)
+    monkeypatch.setattr(newton, "tier_budgets", _two_tiers)
     solver._compaction.cache_clear()
     solver._compact_newton_fn.cache_clear()
     yield
@@ -83,7 +86,8 @@ def test_default_budget_rule() -> None:
     """One tier of 1/8 of a group, at least 32 units, at most 256 + 1/64 of it (past 2,341 units), only
     where that is at most half the group."""
     sizes = (24, 63, 64, 294, 1194, 2341, 2400, 40488)
-    assert [_DEFAULT_BUDGETS(n) for n in sizes] == [[], [], [32], [37], [150], [293], [294], [889]]
+    budgets = [_DEFAULT_BUDGETS(settings.DEFAULT, n) for n in sizes]
+    assert budgets == [[], [], [32], [37], [150], [293], [294], [889]]
 
 
 def test_tiers_of_a_group() -> None:
@@ -98,7 +102,7 @@ def test_tiers_of_a_group() -> None:
 
 
 @pytest.mark.parametrize(("active", "batch"), [((3, 1, 0, 4), 4), ((3, 12, 0, 9), 4), ((3, 30, 1, 7), 4),
-                                                ((2, 4, 0, 3), solver.QUEUE_MIN_BATCH)])
+                                                ((2, 4, 0, 3), settings.DEFAULT.queue_min_batch)])
 def test_compact_solve_matches_all_rows(active: tuple[int, ...], batch: int) -> None:
     """Batches landing in tier 0, tier 1 and the full solve; the last one on the work queue."""
     p = _problems([active[i % len(active)] for i in range(batch)], seed=batch + sum(active))

@@ -15,6 +15,7 @@ import pytest
 from jax.extend import core as jex
 
 from brax_physics._src import solver
+from brax_physics._src.lowering import newton
 
 NV, NEFC = 6, 12
 
@@ -74,7 +75,7 @@ def test_queue_matches_one_by_one(floss_rows: int) -> None:
     cfg, p = _cfg(floss_rows=floss_rows), _problems(batch, seed=floss_rows, floss_rows=floss_rows)
     warm = p.qacc_smooth.at[::3].add(0.5)  # a third start from a perturbed warm start
     its = _iterations(cfg, p, warm)
-    slots = solver.queue_slots(batch)
+    slots = newton.queue_slots(cfg.lowering, batch)
     assert np.sum(its > 0) > slots, (its > 0).sum()  # slots get refilled
     assert its.max() > its[its > 0].min(), np.bincount(its)  # problems finish at different trips
     got = np.asarray(_solve_batched(cfg, p, warm))
@@ -91,12 +92,12 @@ def test_queue_matches_one_by_one(floss_rows: int) -> None:
     assert float(jnp.max(jax.vmap(grad_norm)(p, jnp.asarray(got)))) < 5e-4
 
 
-def test_queue_matches_plain_vmapped_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_queue_matches_plain_vmapped_loop() -> None:
     """The queue and the batched while loop it replaces agree."""
     cfg, p = _cfg(), _problems(128, seed=7)
     got = np.asarray(_solve_batched(cfg, p, p.qacc_smooth))
-    monkeypatch.setattr(solver, "QUEUE_MIN_BATCH", 10**9)
-    plain = np.asarray(_solve_batched(cfg, p, p.qacc_smooth))
+    no_queue = cfg._replace(lowering=cfg.lowering.replace(queue_min_batch=10**9))
+    plain = np.asarray(_solve_batched(no_queue, p, p.qacc_smooth))
     np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
 
 
@@ -129,26 +130,20 @@ def test_one_problem_under_vmap_runs_its_own_loop() -> None:
     assert (NV,) in carried and (1, NV) not in carried, carried
 
 
-def test_queue_only_where_queue_platforms_say(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_queue_only_where_queue_platforms_say() -> None:
     """Lowered for CUDA (no GPU needed) the batched solve is the plain vmapped loop, without the
     queue's sort; for a CPU, the queue; with CUDA listed, CUDA's program has the queue too."""
     cfg, p = _cfg(), _problems(128, seed=7)
 
-    def sorts(platform: str) -> int:  # a fresh jit each time: the setting is read at trace time
-        f = jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w)))
+    def sorts(platform: str, c: solver.Config = cfg) -> int:
+        f = jax.jit(jax.vmap(lambda q, w: solver.solve(c, q, w)))
         text: str = jax.export.export(f, platforms=[platform])(p, p.qacc_smooth).mlir_module()
         return text.count("stablehlo.sort")
 
     assert sorts("cuda") == 0
     assert sorts("cpu") >= 1
-    monkeypatch.setattr(solver, "QUEUE_PLATFORMS", ("cpu", "cuda"))
-    solver._newton_fn.cache_clear()
-    solver._compact_newton_fn.cache_clear()
-    try:
-        assert sorts("cuda") == sorts("cpu")
-    finally:
-        solver._newton_fn.cache_clear()
-        solver._compact_newton_fn.cache_clear()
+    both = cfg._replace(lowering=cfg.lowering.replace(queue_platforms=("cpu", "cuda")))
+    assert sorts("cuda", both) == sorts("cpu", both)
 
 
 def test_newton_iteration_traced_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,10 +244,10 @@ def test_hessian_of_single_dof_rows_matches_the_dense_sum() -> None:
                                rtol=1e-5, atol=1e-4)
 
 
-def test_hessian_sums_fuse_without_library_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hessian_sums_fuse_without_library_calls() -> None:
     """Under vmap the Hessian's sums over rows compile to fused additions, with no reduction for
     jaxlib's CPU backend to hand to a YNNPACK library call (several times slower at these sizes);
-    past `_HESSIAN_UNROLL_MAX_ROWS` rows the reduction gives the same matrix."""
+    past `hessian_unroll_max_rows` rows the reduction gives the same matrix."""
     p = _problems(64, seed=6)
     rng = np.random.default_rng(7)
     dofs = rng.integers(0, NV, size=NEFC)
@@ -262,8 +257,8 @@ def test_hessian_sums_fuse_without_library_calls(monkeypatch: pytest.MonkeyPatch
     quad = jnp.asarray(rng.uniform(size=(64, NEFC)) < 0.7)
     cfg = _cfg()._replace(row_dof=tuple(int(d) if s else -1 for d, s in zip(dofs, single, strict=True)))
 
-    def hessians() -> tuple[np.ndarray, str]:
-        fn = jax.jit(jax.vmap(lambda q, u: solver._hessian(cfg, q, u))).lower(p, quad).compile()
+    def hessians(c: solver.Config = cfg) -> tuple[np.ndarray, str]:
+        fn = jax.jit(jax.vmap(lambda q, u: solver._hessian(c, q, u))).lower(p, quad).compile()
         text = fn.as_text()
         assert text is not None
         return np.asarray(fn(p, quad)), text
@@ -271,8 +266,7 @@ def test_hessian_sums_fuse_without_library_calls(monkeypatch: pytest.MonkeyPatch
     fused, text = hessians()
     assert "__ynn_fusion" not in text
     assert re.search(r"\} reduce\(", text) is None, "the Hessian's sums lowered to a reduction"
-    monkeypatch.setattr(solver, "_HESSIAN_UNROLL_MAX_ROWS", 2)
-    reduced, text = hessians()
+    reduced, text = hessians(cfg._replace(lowering=cfg.lowering.replace(hessian_unroll_max_rows=2)))
     assert re.search(r"\} reduce\(", text) is not None  # the fallback for many rows
     np.testing.assert_allclose(fused, reduced, rtol=1e-5, atol=1e-4)
 

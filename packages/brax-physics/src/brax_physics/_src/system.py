@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Any
+from typing import Any, Final
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from brax_physics._src.collision.types import CollisionPairs, MeshData
+from brax_physics._src.lowering.settings import DEFAULT, Lowering
 
 # Field metadata of static fields: `jax.tree_util.register_dataclass` makes them part of the treedef.
-_STATIC = {"static": True}
+_STATIC: Final = {"static": True}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -485,6 +486,11 @@ class System:
     mj_model_ref: ModelRef | None = dataclasses.field(default=None, repr=False, metadata=_STATIC)
     """The compiled `mujoco.MjModel` this System was converted from, compared by content (see `mj_model`)."""
 
+    lowering: Lowering = dataclasses.field(default=DEFAULT, repr=False, metadata=_STATIC)
+    """How the physics is lowered (`brax_physics.Lowering`: forms of factors, solves, the solver's
+    loop and products; results agree to float32 roundoff). `sys.replace(lowering=...)` changes it;
+    being static, a changed value compiles a new program."""
+
     @property
     def mj_model(self) -> Any:
         """The compiled `mujoco.MjModel` this System came from, or None (for renderers; never read in jit)."""
@@ -506,9 +512,10 @@ class System:
         return dataclasses.replace(self, **changes)
 
 
-# Static System fields that may be replaced: they describe the model (mj_model_ref) or switch on a
-# stage whose leaves were zero at load (tendon_bias), without changing any array shape.
-_REPLACEABLE_STATIC = frozenset({"mj_model_ref", "tendon_bias"})
+# Static System fields that may be replaced: they describe the model (mj_model_ref), switch on a
+# stage whose leaves were zero at load (tendon_bias) or choose how it is lowered (lowering), without
+# changing any array shape.
+_REPLACEABLE_STATIC: Final = frozenset({"mj_model_ref", "tendon_bias", "lowering"})
 
 
 def _check_changes(obj: Any, where: str, changes: dict[str, Any], static_ok: bool) -> None:
@@ -521,6 +528,9 @@ def _check_changes(obj: Any, where: str, changes: dict[str, Any], static_ok: boo
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ValueError(f"{where}.replace: {type(obj).__name__} has no field {name!r}{hint}")
         if f.metadata.get("static"):
+            if name == "lowering" and not isinstance(value, Lowering):
+                raise ValueError(f"{where}.replace: lowering must be a brax_physics.Lowering, got "
+                                 f"{type(value).__name__}")
             if static_ok or name in _REPLACEABLE_STATIC:
                 continue
             raise ValueError(

@@ -9,7 +9,7 @@ slide joints takes the gather/scatter fast path (`joint_only`) and never forms a
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,8 +21,8 @@ from brax_physics._src.kinematics import Frames, site_frames
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 
-_JOINTS = (mjtTrn.mjTRN_JOINT, mjtTrn.mjTRN_JOINTINPARENT)
-_SCALAR = (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE)
+_JOINTS: Final = (mjtTrn.mjTRN_JOINT, mjtTrn.mjTRN_JOINTINPARENT)
+_SCALAR: Final = (mjtJoint.mjJNT_HINGE, mjtJoint.mjJNT_SLIDE)
 
 
 class Transmission(NamedTuple):

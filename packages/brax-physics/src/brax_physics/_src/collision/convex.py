@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,26 +35,27 @@ from mujoco import mjtGeom
 
 from brax_physics._src.collision.primitives import COLLIDERS as PRIMITIVE_COLLIDERS
 from brax_physics._src.collision.primitives import NO_CONTACT, Collider, make_frame
+from brax_physics._src.lowering import settings
 
-CCD_ITERATIONS = 35
+CCD_ITERATIONS: Final = 35
 """MuJoCo's default `opt.ccd_iterations`."""
-CCD_TOLERANCE = 1e-6
+CCD_TOLERANCE: Final = 1e-6
 """MuJoCo's default `opt.ccd_tolerance`."""
 
 
-_SPHERE = int(mjtGeom.mjGEOM_SPHERE)
-_CAPSULE = int(mjtGeom.mjGEOM_CAPSULE)
-_ELLIPSOID = int(mjtGeom.mjGEOM_ELLIPSOID)
-_CYLINDER = int(mjtGeom.mjGEOM_CYLINDER)
-_BOX = int(mjtGeom.mjGEOM_BOX)
+_SPHERE: Final = int(mjtGeom.mjGEOM_SPHERE)
+_CAPSULE: Final = int(mjtGeom.mjGEOM_CAPSULE)
+_ELLIPSOID: Final = int(mjtGeom.mjGEOM_ELLIPSOID)
+_CYLINDER: Final = int(mjtGeom.mjGEOM_CYLINDER)
+_BOX: Final = int(mjtGeom.mjGEOM_BOX)
 
-CONVEX_TYPES = (_SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER, _BOX)
+CONVEX_TYPES: Final = (_SPHERE, _CAPSULE, _ELLIPSOID, _CYLINDER, _BOX)
 """Geom types with a support function here."""
-ROUNDED_TYPES = (_SPHERE, _CAPSULE)
+ROUNDED_TYPES: Final = (_SPHERE, _CAPSULE)
 """Geom types searched as a core (point, segment) inflated by a radius: MuJoCo's core-distance path."""
 
 # Below this squared length (relative to the problem's scale) a direction or a simplex is degenerate.
-_TINY = 1e-12
+_TINY: Final = 1e-12
 
 
 # ----------------------------------------------------------------------------------------------
@@ -118,7 +119,7 @@ def rbound(gtype: int, size: jax.Array) -> jax.Array:
 # GJK: closest point of the Minkowski difference D = A - B to the origin
 
 # Subsets of the 4 simplex slots, by size.
-_SUBSETS = (
+_SUBSETS: Final = (
     [(i,) for i in range(4)]
     + [(i, j) for i in range(4) for j in range(i + 1, 4)]
     + [(0, 1, 2), (0, 1, 3), (0, 2, 3), (1, 2, 3), (0, 1, 2, 3)]
@@ -229,7 +230,7 @@ def _gjk(sup: Support, x0: jax.Array, iterations: int, tol: jax.Array, scale: ja
 # ----------------------------------------------------------------------------------------------
 # MuJoCo's penetration path: GJK in intersection mode, then EPA (mjc_ccd with dist_cutoff 0)
 
-_MINVAL = 1e-15  # MuJoCo's mjMINVAL
+_MINVAL: Final = 1e-15  # MuJoCo's mjMINVAL
 
 
 def _compact(lam: jax.Array, *arrays: jax.Array) -> tuple[jax.Array, ...]:
@@ -644,12 +645,6 @@ def run_masked(fn: Callable[..., Any], mask: jax.Array, args: Any, fill: Any, ch
     return jax.lax.while_loop(cond, body, (jnp.zeros((), count.dtype), fill))[1]
 
 
-SEARCH_CHUNK = 8
-"""Lanes (pairs, or height-field prisms) searched side by side per round of `shape_search`: under
-`vmap` a round runs this many lanes of every environment, so small rounds waste the fewest lanes
-when environments need different numbers of rounds."""
-
-
 def shape_search(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, shape2: ShapeFn,
                  pos2: jax.Array, mat2: jax.Array, data2: Any, margin: jax.Array, mask: jax.Array,
                  rounded: bool | np.ndarray, iterations: int = CCD_ITERATIONS,
@@ -661,7 +656,9 @@ def shape_search(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, 
 
     Shape 1's arrays have a leading n. Shape 2's (pos2, mat2, data2 and margin) do too, unless
     `index2` (n,) is given: then lane i reads their row index2[i] (many prisms against one geom).
-    `rounded` is static, for all lanes or per lane (n,).
+    `rounded` is static, for all lanes or per lane (n,). Lanes are searched `search_chunk` at a time
+    (the `Lowering` settings): under `vmap` a round runs that many lanes of every environment, so
+    small rounds waste the fewest lanes when environments need different numbers of rounds.
     """
     const2 = jax.lax.stop_gradient((pos2, mat2, data2, margin))
     n = mask.shape[0]
@@ -679,7 +676,7 @@ def shape_search(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, 
     z3 = jnp.zeros((n, 3), dtype)
     fill = (jnp.full((n,), NO_CONTACT, dtype), z3.at[:, 0].set(1.0), z3, z3)
     out: tuple[jax.Array, jax.Array, jax.Array, jax.Array] = run_masked(
-        one, jax.lax.stop_gradient(mask), args, fill, SEARCH_CHUNK)
+        one, jax.lax.stop_gradient(mask), args, fill, settings.current().search_chunk)
     return out
 
 
@@ -716,14 +713,14 @@ def convex_collider(t1: int, t2: int, iterations: int = CCD_ITERATIONS, toleranc
     return collide
 
 
-CONVEX_PAIRS = tuple(
+CONVEX_PAIRS: Final = tuple(
     (a, b) for a in CONVEX_TYPES for b in CONVEX_TYPES if a <= b
     and (a == _ELLIPSOID or b == _ELLIPSOID or (a, b) in ((_CAPSULE, _CYLINDER), (_CYLINDER, _CYLINDER),
                                                           (_CYLINDER, _BOX)))
 )
 """(type1, type2) pairs MuJoCo collides with its general convex collider (besides meshes)."""
 
-COLLIDERS: dict[tuple[int, int], tuple[Collider, int]] = {
+COLLIDERS: Final[dict[tuple[int, int], tuple[Collider, int]]] = {
     **PRIMITIVE_COLLIDERS,
     **{p: (convex_collider(*p), 1) for p in CONVEX_PAIRS},
 }

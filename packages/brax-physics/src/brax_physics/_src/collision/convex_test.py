@@ -22,6 +22,7 @@ import pytest
 from brax_physics._src.collision import Contact, collide, convex
 from brax_physics._src.collision import oracle_testutil as ot
 from brax_physics._src.collision import primitives_test as pt
+from brax_physics._src.lowering import settings
 from brax_physics._src.system import System
 
 _TYPES = {"sphere": 2, "capsule": 3, "ellipsoid": 4, "cylinder": 5, "box": 6}
@@ -160,10 +161,9 @@ def test_run_masked_computes_the_masked_lanes_in_rounds() -> None:
     assert m[0].sum() == 0 and m[3].sum() == 11  # none masked, and more rounds than the rest
 
 
-def test_mixed_pair_types_searched_in_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mixed_pair_types_searched_in_rounds() -> None:
     """Six shapes of five types in a small box: seven general-convex pair types in one model, all
     searched together one pair per round (a different number of rounds per pose), against MuJoCo."""
-    monkeypatch.setattr(convex, "SEARCH_CHUNK", 1)
     kinds = ["sphere", "capsule", "ellipsoid", "cylinder", "box", "ellipsoid"]
     bodies = "".join(f'<body><freejoint/><geom type="{t}" size="{pt.SIZES[t]}"/></body>' for t in kinds)
     m = mujoco.MjModel.from_xml_string(f"<mujoco><worldbody>{bodies}</worldbody></mujoco>")
@@ -174,6 +174,7 @@ def test_mixed_pair_types_searched_in_rounds(monkeypatch: pytest.MonkeyPatch) ->
         poses[:, 7 * b + 3:7 * b + 7] = pt._quats(rng, 24)
     batch = ot.mj_batch(m, poses)
     sys = ot.system_of(m)
+    sys = sys.replace(lowering=sys.lowering.replace(search_chunk=1))
     general = {(min(a, b), max(a, b)) for a, b in convex.CONVEX_PAIRS}
     run = jax.jit(jax.vmap(convex_collide, in_axes=(None, 0, 0)))
     out = run(sys, jnp.asarray(batch.xpos, jnp.float32), jnp.asarray(batch.xmat, jnp.float32))
@@ -201,8 +202,9 @@ def test_mixed_pair_types_searched_in_rounds(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def convex_collide(sys: System, xpos: jax.Array, xmat: jax.Array) -> Contact:
-    """`collide`, re-traced under the test's SEARCH_CHUNK."""
-    return collide(sys, xpos, xmat)
+    """`collide` under the system's lowering settings (as the pipeline's entry points run it)."""
+    with settings.use(sys.lowering):
+        return collide(sys, xpos, xmat)
 
 
 def test_gradients_through_the_masked_search() -> None:

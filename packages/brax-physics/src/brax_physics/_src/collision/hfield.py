@@ -24,7 +24,7 @@ MuJoCo's set; a patch of at most mjMAXCONPAIR prisms keeps one slot per prism.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,11 +50,11 @@ if TYPE_CHECKING:
     from brax_physics._src.collision.types import PairGroup
     from brax_physics._src.system import System
 
-HFIELD = int(mjtGeom.mjGEOM_HFIELD)
-MAXCONPAIR = 50
+HFIELD: Final = int(mjtGeom.mjGEOM_HFIELD)
+MAXCONPAIR: Final = 50
 """MuJoCo's mjMAXCONPAIR: most contacts a height-field pair reports."""
 
-HFIELD_PAIRS = (*((HFIELD, t) for t in CONVEX_TYPES), (HFIELD, int(mjtGeom.mjGEOM_MESH)))
+HFIELD_PAIRS: Final = (*((HFIELD, t) for t in CONVEX_TYPES), (HFIELD, int(mjtGeom.mjGEOM_MESH)))
 """(type1, type2) pairs collided here: a height field and a sphere, capsule, ellipsoid, cylinder, box or
 convex mesh (its hull, `mesh.mesh_shape`)."""
 

@@ -14,9 +14,9 @@ import pytest
 
 import brax_physics as bp
 from brax_physics._src import ray
-from brax_physics._src.collision import convex
 from brax_physics._src.collision import oracle_testutil as ot
 from brax_physics._src.collision.contact import collide
+from brax_physics._src.lowering import settings
 
 # A bumpy 8 x 8 terrain (elevations in [0, 1], MuJoCo keeps them as given), turned and shifted so
 # that its frame is not the world's.
@@ -110,13 +110,14 @@ def test_contacts_match_mujoco(gtype: str, margin: float) -> None:
     assert dnrm.max() < NORMAL_TOL.get(gtype, 1e-3), (np.mean(dnrm < 1e-3), dnrm.max())
 
 
-def test_prisms_searched_one_per_round_give_the_same_contacts(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prisms_searched_one_per_round_give_the_same_contacts() -> None:
     """The masked search over (pair, prism) lanes, one lane per round (as many rounds as the pose
     with the most visited prisms, several per pose), gives the contacts of the default rounds."""
     batch, ours = _contacts("box", 0.01)
-    monkeypatch.setattr(convex, "SEARCH_CHUNK", 1)
+    sys = ot.system_of(batch.m)
+    sys = sys.replace(lowering=sys.lowering.replace(search_chunk=1))
     one_per_round = jax.jit(jax.vmap(_collide, in_axes=(None, 0, 0)))(
-        ot.system_of(batch.m), jnp.asarray(batch.xpos, jnp.float32), jnp.asarray(batch.xmat, jnp.float32))
+        sys, jnp.asarray(batch.xpos, jnp.float32), jnp.asarray(batch.xmat, jnp.float32))
     assert max(len(c) for c in ours) > 2
     for b, cs in enumerate(ours):
         act = np.asarray(one_per_round.active[b])
@@ -128,8 +129,9 @@ def test_prisms_searched_one_per_round_give_the_same_contacts(monkeypatch: pytes
 
 
 def _collide(sys: bp.System, xpos: jax.Array, xmat: jax.Array) -> Any:
-    """`collide`, re-traced under the test's SEARCH_CHUNK."""
-    return collide(sys, xpos, xmat)
+    """`collide` under the system's lowering settings (as the pipeline's entry points run it)."""
+    with settings.use(sys.lowering):
+        return collide(sys, xpos, xmat)
 
 
 def test_gradients_are_finite_when_touching() -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from typing import Any
+from typing import Any, Final
 
 import jax
 import jax.numpy as jnp
@@ -45,12 +45,12 @@ from brax_physics._src.collision.convex import (
 from brax_physics._src.collision.primitives import NO_CONTACT, _first_k, make_frame
 from brax_physics._src.collision.types import MeshData
 
-MESH = int(mjtGeom.mjGEOM_MESH)
-_PLANE = int(mjtGeom.mjGEOM_PLANE)
+MESH: Final = int(mjtGeom.mjGEOM_MESH)
+_PLANE: Final = int(mjtGeom.mjGEOM_PLANE)
 
-_MAX_PLANE = 4  # a quadrilateral
+_MAX_PLANE: Final = 4  # a quadrilateral
 
-NCON: dict[tuple[int, int], int] = {
+NCON: Final[dict[tuple[int, int], int]] = {
     (_PLANE, MESH): _MAX_PLANE,
     **{(t, MESH): 1 for t in CONVEX_TYPES},
     (MESH, MESH): 1,

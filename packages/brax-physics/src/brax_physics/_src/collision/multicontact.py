@@ -35,7 +35,7 @@ geoms, which gives them the gradients of GJK/EPA's witness points (none through 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -45,33 +45,34 @@ from mujoco import mjtGeom
 
 from brax_physics._src.collision.convex import run_masked
 from brax_physics._src.collision.primitives import NO_CONTACT, make_frame
+from brax_physics._src.lowering import settings
 
-MULTI = 4
+MULTI: Final = 4
 """Contact slots of a pair with faces on both sides (the clipped polygon's quadrilateral)."""
 
-_CAPSULE = int(mjtGeom.mjGEOM_CAPSULE)
-_CYLINDER = int(mjtGeom.mjGEOM_CYLINDER)
-_BOX = int(mjtGeom.mjGEOM_BOX)
-_MESH = int(mjtGeom.mjGEOM_MESH)
+_CAPSULE: Final = int(mjtGeom.mjGEOM_CAPSULE)
+_CYLINDER: Final = int(mjtGeom.mjGEOM_CYLINDER)
+_BOX: Final = int(mjtGeom.mjGEOM_BOX)
+_MESH: Final = int(mjtGeom.mjGEOM_MESH)
 
-NCON: dict[tuple[int, int], int] = {
+NCON: Final[dict[tuple[int, int], int]] = {
     (_CAPSULE, _CYLINDER): 2, (_CYLINDER, _CYLINDER): MULTI, (_CYLINDER, _BOX): MULTI,
     (_CAPSULE, _MESH): 2, (_CYLINDER, _MESH): MULTI, (_BOX, _MESH): MULTI, (_MESH, _MESH): MULTI,
 }
 """Contact slots per (type1, type2) pair with multiccd enabled: a capsule has only an edge (2 points)."""
 
-_FACE_TOL = 0.996  # MuJoCo's mjFACE_TOL: faces are aligned when their normals' dot is below -this
-_EDGE_TOL = 0.0888  # MuJoCo's mjEDGE_TOL: an edge lies in a face when |edge . normal| is below this
-_MINVAL = 1e-15
-_T_TOL = 1e-5  # float32 slack of an edge's crossing parameter (MuJoCo: exactly [0, 1] in float64)
-FEATURE_TOL = 1e-4
+_FACE_TOL: Final = 0.996  # MuJoCo's mjFACE_TOL: faces are aligned when their normals' dot is below -this
+_EDGE_TOL: Final = 0.0888  # MuJoCo's mjEDGE_TOL: an edge lies in a face when |edge . normal| is below this
+_MINVAL: Final = 1e-15
+_T_TOL: Final = 1e-5  # float32 slack of an edge's crossing parameter (MuJoCo: exactly [0, 1] in float64)
+FEATURE_TOL: Final = 1e-4
 """Vertices this close to the support plane (relative to the pair's size) belong to one feature."""
-_SIDES = 16  # a cylinder cap's polygon
-_CAP = np.stack([np.cos(np.arange(_SIDES) * 2 * np.pi / _SIDES),
+_SIDES: Final = 16  # a cylinder cap's polygon
+_CAP: Final = np.stack([np.cos(np.arange(_SIDES) * 2 * np.pi / _SIDES),
                  np.sin(np.arange(_SIDES) * 2 * np.pi / _SIDES)], axis=1)  # from angle 0, counter-clockwise
 
 # box faces in MuJoCo's boxFace order (+x, -x, +y, -y, +z, -z), vertices clockwise about the normal
-_BOX_FACES = np.array([
+_BOX_FACES: Final = np.array([
     [[1, 1, 1], [1, 1, -1], [1, -1, -1], [1, -1, 1]],
     [[-1, 1, -1], [-1, 1, 1], [-1, -1, 1], [-1, -1, -1]],
     [[-1, 1, -1], [1, 1, -1], [1, 1, 1], [-1, 1, 1]],
@@ -79,9 +80,9 @@ _BOX_FACES = np.array([
     [[-1, 1, 1], [1, 1, 1], [1, -1, 1], [-1, -1, 1]],
     [[1, 1, -1], [-1, 1, -1], [-1, -1, -1], [1, -1, -1]],
 ], np.float64)
-_BOX_CORNERS = np.array([[1 if v & 1 else -1, 1 if v & 2 else -1, 1 if v & 4 else -1] for v in range(8)],
-                        np.float64)
-_BOX_EDGES = np.array([(a, a | b) for a in range(8) for b in (1, 2, 4) if not a & b], np.int32)
+_BOX_CORNERS: Final = np.array(
+    [[1 if v & 1 else -1, 1 if v & 2 else -1, 1 if v & 4 else -1] for v in range(8)], np.float64)
+_BOX_EDGES: Final = np.array([(a, a | b) for a in range(8) for b in (1, 2, 4) if not a & b], np.int32)
 
 
 class Faces(NamedTuple):
@@ -397,9 +398,6 @@ def place(c: Clipped, pos1: jax.Array, mat1: jax.Array, pos2: jax.Array, mat2: j
     return d, p - 0.5 * d[:, None] * c.shift[None, :]
 
 
-_CHUNK = 4  # touching pairs clipped side by side per round (see convex.run_masked)
-
-
 def collide_pairs(features1: Callable[..., Features], data1: Any, features2: Callable[..., Features],
                   data2: Any, pos1: jax.Array, mat1: jax.Array, pos2: jax.Array, mat2: jax.Array,
                   scale: jax.Array, margin: jax.Array, dist: jax.Array, pos: jax.Array, n: jax.Array,
@@ -409,7 +407,8 @@ def collide_pairs(features1: Callable[..., Features], data1: Any, features2: Cal
     `featuresX(pos, mat, data, d, tol)` gives a geom's `Features` along d from its per-pair data
     `dataX` (leading n); `scale` (n,) is the pair's size for `FEATURE_TOL`; dist (n,), pos (n, 3)
     and n (n, 3) are GJK/EPA's contact (with gradients). Only the pairs within the margin are
-    clipped (on constants, `_CHUNK` at a time); the points then move rigidly with their geoms.
+    clipped (on constants, the `Lowering`'s `clip_chunk` at a time); the points then move rigidly
+    with their geoms.
     """
     sg = jax.lax.stop_gradient
 
@@ -426,7 +425,7 @@ def collide_pairs(features1: Callable[..., Features], data1: Any, features2: Cal
     fill = Clipped(jnp.zeros(npair, bool), jnp.zeros((npair, MULTI), bool), jnp.zeros(npair, bool),
                    jnp.zeros((npair, MULTI, 3), dt), z3, z3, z3, z3)
     args = sg((pos1, mat1, data1, pos2, mat2, data2, margin, n, scale))
-    found = run_masked(one, sg(dist) < sg(margin), args, fill, _CHUNK)
+    found = run_masked(one, sg(dist) < sg(margin), args, fill, settings.current().clip_chunk)
 
     def slots(c: Clipped, p1: jax.Array, m1: jax.Array, p2: jax.Array, m2: jax.Array, dist: jax.Array,
               pos: jax.Array, n: jax.Array, margin: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:

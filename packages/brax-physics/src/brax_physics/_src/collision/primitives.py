@@ -13,6 +13,7 @@ All functions are branch-free and meant to be `vmap`ped over the pairs of one ty
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 import jax
 import jax.numpy as jnp
@@ -21,11 +22,11 @@ from mujoco import mjtGeom
 
 # Distance of an empty slot: far beyond any margin, yet finite so that downstream arithmetic
 # on masked rows (powers in the impedance, differences) stays finite.
-NO_CONTACT = 1e6
+NO_CONTACT: Final = 1e6
 
 # Below this length a direction is treated as undefined. MuJoCo uses 1e-15 in double precision;
 # float32 rotation matrices carry ~1e-7 noise, so a larger threshold avoids random frames.
-_MIN_LEN = 1e-6
+_MIN_LEN: Final = 1e-6
 
 Collider = Callable[
     [jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array, jax.Array],
@@ -378,7 +379,7 @@ def sphere_box(
     return _one(dist, mat2 @ pos + pos2, make_frame(n))
 
 
-_GOLDEN_ITERS = 36
+_GOLDEN_ITERS: Final = 36
 
 
 def _segment_box_param(c: jax.Array, a: jax.Array, size: jax.Array) -> jax.Array:
@@ -482,7 +483,7 @@ def _closest_lines(
 # An edge-edge axis is chosen only if its separation, scaled by this factor, still beats the best
 # face axis: faces give the stable multi-point manifold and MuJoCo clearly prefers them (a 5%
 # preference reproduces its choices in the tests; the exact rule is not documented).
-_EDGE_FACTOR = 1.05
+_EDGE_FACTOR: Final = 1.05
 
 
 def box_box(
@@ -626,7 +627,7 @@ def _types(t1: mjtGeom, t2: mjtGeom) -> tuple[int, int]:
     return int(t1), int(t2)
 
 
-COLLIDERS: dict[tuple[int, int], tuple[Collider, int]] = {
+COLLIDERS: Final[dict[tuple[int, int], tuple[Collider, int]]] = {
     _types(mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_SPHERE): (plane_sphere, 1),
     _types(mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_CAPSULE): (plane_capsule, 2),
     _types(mjtGeom.mjGEOM_PLANE, mjtGeom.mjGEOM_ELLIPSOID): (plane_ellipsoid, 1),
