@@ -8,6 +8,7 @@ after its first `done` are masked out, as in Google Brax's ES and ARS.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -15,10 +16,11 @@ import brax_envs
 import brax_math
 import jax
 import jax.numpy as jnp
+import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
 from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh, NamedSharding
 
-from brax_train import running_statistics
+from brax_train import runner, running_statistics
 from brax_train.config import RunConfig, is_int
 from brax_train.runner import AXIS, P, constrain
 from brax_train.types import PRNGKey
@@ -233,6 +235,86 @@ def nonfinite_code(returns: jax.Array, update: Any, params: Any, normalizer: Any
     return code
 
 
+class Generation(NamedTuple):
+    """One generation evaluated: its perturbations, rollouts, replicated returns and statistics."""
+
+    noise: Any
+    """The (n, ...) standard-normal directions (`perturb`)."""
+    rollouts: Rollouts
+    """The population's one-episode rollouts."""
+    returns: jax.Array
+    """(2n,) returns, replicated on every device."""
+    normalizer: running_statistics.RunningStatisticsState
+    """The observation statistics, updated with the rollouts' observations when tracked."""
+
+
+class Population(NamedTuple):
+    """An agent's population: how its members act and are perturbed, and how long they run."""
+
+    setup: runner.Setup
+    """The runner's environment and device placement (`num_envs` = 2 * num rollouts)."""
+    policy: Callable[[Any, Any, Any], jax.Array]
+    """`policy(normalizer, member_params, obs) -> actions` for one member."""
+    num: int
+    """Antithetic pairs (directions) per generation."""
+    std: float
+    """Standard deviation of the perturbations."""
+    length: int
+    """Policy steps of every rollout (one episode)."""
+    track_moments: bool
+    """Update the observation statistics with the rollouts' observations."""
+    action_repeat: int
+    """Env steps per policy step (for the counted env steps)."""
+    reward_shift: float = 0.0
+    """Subtracted from every reward (ARS)."""
+
+    def run(
+        self, params: Any, normalizer: running_statistics.RunningStatisticsState, key: PRNGKey
+    ) -> Generation:
+        """Perturb `params` into `num` antithetic pairs and run each member for one episode."""
+        key_noise, key_eval = jax.random.split(key)
+        members, noise = perturb(params, key_noise, self.num, self.std)
+
+        def act(members: Any, obs: Any) -> jax.Array:
+            return jax.vmap(functools.partial(self.policy, normalizer))(members, obs)
+
+        setup = self.setup
+        r = evaluate(
+            setup.env,
+            act,
+            members,
+            key_eval,
+            num_rollouts=2 * self.num,
+            length=self.length,
+            mesh=setup.mesh,
+            env_shardings=setup.env_shardings,
+            reward_shift=self.reward_shift,
+            track_moments=self.track_moments,
+        )
+        if r.moments is not None:
+            normalizer = update_statistics(normalizer, r.moments)
+        return Generation(noise, r, constrain(r.returns, NamedSharding(setup.mesh, P())), normalizer)
+
+    def finish(
+        self, g: Generation, params: Any, update: Any, weights: jax.Array
+    ) -> tuple[Any, dict[str, jax.Array]]:
+        """The new `params`, replicated, and the generation's metrics (`weights`: the mean update
+        weight; `update`: the step, which the NaN guard checks with returns, parameters and statistics)."""
+        repl = NamedSharding(self.setup.mesh, P())
+        params = constrain(params, jax.tree.map(lambda _: repl, params))
+        metrics = {
+            "params_norm": optax.tree.norm(params),
+            "eval_scores_mean": jnp.mean(g.returns),
+            "eval_scores_std": jnp.std(g.returns),
+            "weights": weights,
+            "rollout_length": g.rollouts.active_steps / (2 * self.num),
+            runner.ENV_STEPS: counted_steps(g.rollouts, self.action_repeat),
+            **g.rollouts.metrics,
+        }
+        metrics[runner.NONFINITE] = nonfinite_code(g.returns, update, params, g.normalizer)
+        return params, metrics
+
+
 def check_observations(environment: brax_envs.Env, what: str) -> None:
     """Raise ValueError for dict observations, which ES and ARS do not support (as in Google Brax)."""
     if isinstance(environment, brax_envs.Env) and isinstance(environment.observation_size, Mapping):
@@ -271,7 +353,9 @@ def population_errors(
 
 __all__ = [
     "Act",
+    "Generation",
     "Moments",
+    "Population",
     "Rollouts",
     "check_observations",
     "counted_steps",

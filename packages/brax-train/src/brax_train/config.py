@@ -80,7 +80,10 @@ class Int(Check):
 
 @dataclasses.dataclass(frozen=True)
 class Num(Check):
-    """An int or float (not a bool) within the given bounds (NaN is outside any)."""
+    """An int or float (not a bool) within the given bounds.
+
+    NaN is outside every bound but `ge`: a NaN rate reaches the runner's NaN guard, which names it.
+    """
 
     gt: float | None = None
     ge: float | None = None
@@ -93,7 +96,7 @@ class Num(Check):
             return False
         return (
             (self.gt is None or value > self.gt)
-            and (self.ge is None or value >= self.ge)
+            and (self.ge is None or not value < self.ge)
             and (self.lt is None or value < self.lt)
             and (self.le is None or value <= self.le)
         )

@@ -51,6 +51,7 @@ def test_bounds_read_as_written() -> None:
     assert Num(lt=1).expected() == "a number < 1"
     assert Num(ge=0, lt=1).expected() == "a number in [0, 1)"
     assert Num(gt=0).error("x", True) == "x must be a number > 0, got True"  # a bool is no number
+    assert Num(ge=0).error("x", float("nan")) is None  # left to the runner's NaN guard
 
 
 def test_redeclared_default_keeps_the_inherited_check() -> None:

@@ -293,6 +293,15 @@ def description_kwargs(
     return kw
 
 
+def description_of(nets: Any) -> dict[str, Any]:
+    """`nets.description`, or an unrecordable one for networks a custom factory made without it."""
+    description: dict[str, Any] | None = getattr(nets, "description", None)
+    if description:
+        return description
+    note = f"a network_factory whose networks carry no description; {_REBUILD_HINT}"
+    return {"recordable": False, "notes": [note]}
+
+
 _Factory = TypeVar("_Factory", bound=Callable[..., Any])
 _Nets = TypeVar("_Nets")
 
@@ -349,15 +358,19 @@ class Recipe:
         return describe(factory, observation_size, action_size, recorded, normalize, notes)
 
     def record(self, factory: _Factory) -> _Factory:
-        """`factory`, its result carrying the description of each call (a decorator)."""
+        """`factory`, its result carrying the description of each call (a decorator); the call's
+        `action_size` must be a positive int."""
         signature = inspect.signature(factory)
         name = f"{factory.__module__}.{factory.__qualname__}"
 
         @functools.wraps(factory)
         def make(*args: Any, **kwargs: Any) -> Any:
-            nets = factory(*args, **kwargs)
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
+            action_size = bound.arguments["action_size"]
+            if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
+                raise ValueError(f"action_size must be a positive int, got {action_size!r}")
+            nets = factory(*args, **kwargs)
             return dataclasses.replace(nets, description=self.describe_call(name, bound.arguments))
 
         return cast(_Factory, make)
@@ -426,6 +439,7 @@ __all__ = [
     "callable_name",
     "describe",
     "description_kwargs",
+    "description_of",
     "factory",
     "identity_observation_preprocessor",
     "make_mlp_network",

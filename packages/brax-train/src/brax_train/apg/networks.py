@@ -63,8 +63,6 @@ def make_apg_networks(
     `observation_size` is an int, a shape, or a mapping of shapes (the policy reads
     `obs[policy_obs_key]`). `activation` may be any callable; named ones are recorded in checkpoints.
     """
-    if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
-        raise ValueError(f"action_size must be a positive int, got {action_size!r}")
     dist = NormalTanhDistribution(event_size=action_size, var_scale=_VAR_SCALE)
     policy_network = networks.make_mlp_network(
         dist.param_size,

@@ -44,8 +44,6 @@ def make_policy_network(
     preprocess_observations_fn: networks.PreprocessObservationFn = networks.identity_observation_preprocessor,
 ) -> ARSNetwork:
     """The linear policy `apply(normalizer, M, obs) = preprocess(obs) @ M` with `M` starting at zero."""
-    if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
-        raise ValueError(f"action_size must be a positive int, got {action_size!r}")
     features = networks.observation_feature_size(observation_size, "state")
 
     def init(key: PRNGKey) -> jax.Array:

@@ -16,8 +16,6 @@ from typing import Any
 import brax_envs
 import jax
 import jax.numpy as jnp
-import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
-from jax.sharding import NamedSharding
 
 from brax_train import _population, networks, runner, running_statistics
 from brax_train._population import check_observations
@@ -27,13 +25,12 @@ from brax_train.ars.config import (
     ARSConfig,
     env_steps_per_update,
     merge,
-    num_rollouts,
     run_config,
     steps_per_rollout,
     top,
     validate,
 )
-from brax_train.runner import NONFINITE, NonFiniteError, P, TrainResult, constrain
+from brax_train.runner import NonFiniteError, TrainResult
 from brax_train.types import PRNGKey
 
 
@@ -81,16 +78,17 @@ def _make_agent(c: ARSConfig, setup: runner.Setup) -> runner.Agent[TrainingState
     net = c.network_factory(
         observation_size=obs_size, action_size=setup.env.action_size, preprocess_observations_fn=preprocess
     )
-    description = getattr(
-        net,
-        "description",
-        {
-            "recordable": False,
-            "notes": ["a custom network_factory without a description; pass network_factory="],
-        },
+    policy, num_top = functools.partial(ars_networks.actions, net), top(c)
+    population = _population.Population(
+        setup,
+        policy,
+        c.number_of_directions,
+        c.exploration_noise_std,
+        steps_per_rollout(c),
+        c.normalize_observations,
+        c.action_repeat,
+        c.reward_shift,
     )
-    n, rollouts, length, num_top = c.number_of_directions, num_rollouts(c), steps_per_rollout(c), top(c)
-    repl = NamedSharding(setup.mesh, P())
 
     def init(key: PRNGKey) -> TrainingState:
         normalizer = running_statistics.init_state(networks.observation_shapes(obs_size))
@@ -100,43 +98,13 @@ def _make_agent(c: ARSConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         s: TrainingState, env_state: brax_envs.State, key: PRNGKey
     ) -> tuple[TrainingState, brax_envs.State, dict[str, jax.Array]]:
         del env_state  # every generation starts from fresh resets
-        key_noise, key_eval = jax.random.split(key)
-        members, noise = _population.perturb(s.params, key_noise, n, c.exploration_noise_std)
-
-        def act(members: Any, obs: Any) -> jax.Array:
-            return jax.vmap(functools.partial(ars_networks.actions, net, s.normalizer))(members, obs)
-
-        r = _population.evaluate(
-            setup.env,
-            act,
-            members,
-            key_eval,
-            num_rollouts=rollouts,
-            length=length,
-            mesh=setup.mesh,
-            env_shardings=setup.env_shardings,
-            reward_shift=c.reward_shift,
-            track_moments=c.normalize_observations,
-        )
-        normalizer = s.normalizer
-        if r.moments is not None:
-            normalizer = _population.update_statistics(normalizer, r.moments)
-        returns = constrain(r.returns, repl)
-        plus, minus = jnp.split(returns, 2)
-        direction = step_direction(noise, plus, minus, num_top)
+        g = population.run(s.params, s.normalizer, key)
+        plus, minus = jnp.split(g.returns, 2)
+        direction = step_direction(g.noise, plus, minus, num_top)
         params = jax.tree.map(lambda p, d: p + c.step_size * d, s.params, direction)
-        params = constrain(params, jax.tree.map(lambda _: repl, params))
-        metrics = {
-            "params_norm": optax.tree.norm(params),
-            "eval_scores_mean": jnp.mean(returns),
-            "eval_scores_std": jnp.std(returns),
-            "weights": jnp.mean(top_direction_mask(plus, minus, num_top).astype(jnp.float32)),
-            "rollout_length": r.active_steps / rollouts,
-            runner.ENV_STEPS: _population.counted_steps(r, c.action_repeat),
-            **r.metrics,
-        }
-        metrics[NONFINITE] = _population.nonfinite_code(returns, direction, params, normalizer)
-        return TrainingState(params=params, normalizer=normalizer), r.env_state, metrics
+        weights = jnp.mean(top_direction_mask(plus, minus, num_top).astype(jnp.float32))
+        params, metrics = population.finish(g, params, direction, weights)
+        return TrainingState(params=params, normalizer=g.normalizer), g.rollouts.env_state, metrics
 
     def warm_start(s: TrainingState, params: ars_networks.ARSParams) -> TrainingState:
         del s
@@ -150,7 +118,11 @@ def _make_agent(c: ARSConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         env_steps_per_update=env_steps_per_update(c),
         warm_start=warm_start,
         counts_env_steps=COUNTS_ENV_STEPS,
-        meta={"agent": "ars", "network": description, "normalize_observations": c.normalize_observations},
+        meta={
+            "agent": "ars",
+            "network": networks.description_of(net),
+            "normalize_observations": c.normalize_observations,
+        },
     )
 
 

@@ -52,8 +52,6 @@ def make_es_networks(
     `activation` may be any callable; named ones (`jax.nn.*`, importable functions) are recorded in
     checkpoints so the policy can be rebuilt without the training script.
     """
-    if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
-        raise ValueError(f"action_size must be a positive int, got {action_size!r}")
     policy_network = networks.make_mlp_network(
         action_size,
         observation_size,

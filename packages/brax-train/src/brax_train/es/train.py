@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import brax_envs
 import jax
 import jax.numpy as jnp
 import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
-from jax.sharding import NamedSharding
 
 from brax_train import _population, networks, runner, running_statistics
 from brax_train._population import check_observations
@@ -28,12 +26,11 @@ from brax_train.es.config import (
     ESConfig,
     env_steps_per_update,
     merge,
-    num_rollouts,
     run_config,
     steps_per_rollout,
     validate,
 )
-from brax_train.runner import NONFINITE, NonFiniteError, P, TrainResult, constrain
+from brax_train.runner import NonFiniteError, TrainResult
 from brax_train.types import PRNGKey
 
 
@@ -55,28 +52,25 @@ def public_params(s: TrainingState) -> es_networks.ESParams:
     return es_networks.ESParams(normalizer=s.normalizer, policy=s.params)
 
 
-_CUSTOM = "a network_factory whose networks carry no description; pass network_factory= to load_policy"
-
-
-def _network_factory(c: ESConfig) -> Callable[..., es_networks.ESNetworks]:
-    nf = c.network_factory
-    if isinstance(nf, Mapping):
-        kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in nf.items()}
-        return functools.partial(es_networks.make_es_networks, **kw)
-    return nf
-
-
 def _make_agent(c: ESConfig, setup: runner.Setup) -> runner.Agent[TrainingState, es_networks.ESParams]:
     """ES's `(init, update)` pair for the runner's wrapped environment (`num_envs` = rollouts)."""
     preprocess = networks.preprocessor(c.normalize_observations)
     obs_size = setup.observation_size
-    net = _network_factory(c)(
+    net = networks.factory(c.network_factory, es_networks.make_es_networks)(
         observation_size=obs_size, action_size=setup.env.action_size, preprocess_observations_fn=preprocess
     )
     optimizer = optax.adam(learning_rate=c.learning_rate)
     shaping = fitness.fitness_shaping_of(c.fitness_shaping)
-    n, rollouts, length = c.population_size, num_rollouts(c), steps_per_rollout(c)
-    repl = NamedSharding(setup.mesh, P())
+    policy = functools.partial(es_networks.actions, net)
+    population = _population.Population(
+        setup,
+        policy,
+        c.population_size,
+        c.perturbation_std,
+        steps_per_rollout(c),
+        c.normalize_observations,
+        c.action_repeat,
+    )
 
     def init(key: PRNGKey) -> TrainingState:
         params = net.policy_network.init(key)
@@ -87,46 +81,15 @@ def _make_agent(c: ESConfig, setup: runner.Setup) -> runner.Agent[TrainingState,
         s: TrainingState, env_state: brax_envs.State, key: PRNGKey
     ) -> tuple[TrainingState, brax_envs.State, dict[str, jax.Array]]:
         del env_state  # every generation starts from fresh resets
-        key_noise, key_eval = jax.random.split(key)
-        members, noise = _population.perturb(s.params, key_noise, n, c.perturbation_std)
-
-        def act(members: Any, obs: Any) -> jax.Array:
-            one = functools.partial(es_networks.actions, net, s.normalizer)
-            return jax.vmap(one)(members, obs)
-
-        r = _population.evaluate(
-            setup.env,
-            act,
-            members,
-            key_eval,
-            num_rollouts=rollouts,
-            length=length,
-            mesh=setup.mesh,
-            env_shardings=setup.env_shardings,
-            track_moments=c.normalize_observations,
-        )
-        normalizer = s.normalizer
-        if r.moments is not None:
-            normalizer = _population.update_statistics(normalizer, r.moments)
-        returns = constrain(r.returns, repl)
-        weights = fitness.pair_weights(fitness.shape_fitness(returns, shaping, c.center_fitness))
-        ascent = fitness.ascent_direction(s.params, noise, weights, c.l2coeff)
+        g = population.run(s.params, s.normalizer, key)
+        weights = fitness.pair_weights(fitness.shape_fitness(g.returns, shaping, c.center_fitness))
+        ascent = fitness.ascent_direction(s.params, g.noise, weights, c.l2coeff)
         with jax.numpy_dtype_promotion("standard"):  # optax mixes int step counts with float constants
             updates, opt_state = optimizer.update(jax.tree.map(jnp.negative, ascent), s.optimizer_state)
             params = optax.apply_updates(s.params, updates)
-        params = constrain(params, jax.tree.map(lambda _: repl, params))
-        metrics = {
-            "params_norm": optax.tree.norm(params),
-            "eval_scores_mean": jnp.mean(returns),
-            "eval_scores_std": jnp.std(returns),
-            "weights": jnp.mean(weights),
-            "rollout_length": r.active_steps / rollouts,
-            runner.ENV_STEPS: _population.counted_steps(r, c.action_repeat),
-            **r.metrics,
-        }
-        metrics[NONFINITE] = _population.nonfinite_code(returns, ascent, params, normalizer)
-        new = TrainingState(params=params, normalizer=normalizer, optimizer_state=opt_state)
-        return new, r.env_state, metrics
+        params, metrics = population.finish(g, params, ascent, jnp.mean(weights))
+        new = TrainingState(params=params, normalizer=g.normalizer, optimizer_state=opt_state)
+        return new, g.rollouts.env_state, metrics
 
     def warm_start(s: TrainingState, params: es_networks.ESParams) -> TrainingState:
         return TrainingState(
@@ -143,7 +106,7 @@ def _make_agent(c: ESConfig, setup: runner.Setup) -> runner.Agent[TrainingState,
         counts_env_steps=COUNTS_ENV_STEPS,
         meta={
             "agent": "es",
-            "network": getattr(net, "description", None) or {"recordable": False, "notes": [_CUSTOM]},
+            "network": networks.description_of(net),
             "normalize_observations": c.normalize_observations,
         },
     )

@@ -84,12 +84,8 @@ def make_ppo_networks(
     """
     if distribution_type != "tanh_normal":
         raise ValueError(f"distribution_type must be 'tanh_normal', got {distribution_type!r}")
-    if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
-        raise ValueError(f"action_size must be a positive int, got {action_size!r}")
-    pkw = dict(policy_network_kernel_init_kwargs or {})
-    vkw = dict(value_network_kernel_init_kwargs or {})
-    policy_init = kernel_init if kernel_init is not None else policy_network_kernel_init_fn(**pkw)
-    value_init = kernel_init if kernel_init is not None else value_network_kernel_init_fn(**vkw)
+    policy_init = kernel_init or policy_network_kernel_init_fn(**(policy_network_kernel_init_kwargs or {}))
+    value_init = kernel_init or value_network_kernel_init_fn(**(value_network_kernel_init_kwargs or {}))
     dist = NormalTanhDistribution(event_size=action_size, min_std=min_std)
     policy_network = networks.make_mlp_network(
         dist.param_size,
@@ -112,7 +108,6 @@ def make_ppo_networks(
         layer_norm=layer_norm,
         squeeze_output=True,
     )
-
     return PPONetworks(
         policy_network=policy_network,
         value_network=value_network,

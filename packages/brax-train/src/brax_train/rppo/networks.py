@@ -124,6 +124,59 @@ class RPPONetworks(ppo_networks.PPONetworks):
     after every step whose `discount` is 0 (an episode end)."""
 
 
+Split = Callable[[jax.Array, Any], tuple[jax.Array, jax.Array]]
+"""`split(obs, normalizer) -> (preprocessed env observation, hidden state)` of a `MemoryWrapper` obs."""
+
+
+def _policy_network(policy: RecurrentPolicy, split: Split, n: int, hs: int) -> networks.FeedForwardNetwork:
+    """The policy over `[obs, hidden]` observations: `[distribution params, hidden']`."""
+
+    def policy_init(key: PRNGKey) -> Any:
+        return policy.init(key, jnp.zeros((1, n), jnp.float32), jnp.zeros((1, hs), jnp.float32))
+
+    def policy_apply(normalizer: Any, params: Any, obs: jax.Array) -> jax.Array:
+        x, h = split(obs, normalizer)
+        out = policy.apply(params, x, h)
+        assert isinstance(out, jax.Array)
+        return out
+
+    return networks.FeedForwardNetwork(init=policy_init, apply=policy_apply)
+
+
+def _value_network(value: networks.MLP, split: Split, n: int, hs: int) -> networks.FeedForwardNetwork:
+    """The value MLP over `[obs, stop_gradient(hidden)]` (squeezed)."""
+
+    def value_init(key: PRNGKey) -> Any:
+        return value.init(key, jnp.zeros((1, n + hs), jnp.float32))
+
+    def value_apply(normalizer: Any, params: Any, obs: jax.Array) -> jax.Array:
+        x, h = split(obs, normalizer)
+        out = value.apply(params, jnp.concatenate([x, jax.lax.stop_gradient(h)], axis=-1))
+        assert isinstance(out, jax.Array)
+        return jnp.squeeze(out, axis=-1)
+
+    return networks.FeedForwardNetwork(init=value_init, apply=value_apply)
+
+
+def _replay(policy: RecurrentPolicy, split: Split) -> Replay:
+    """`RPPONetworks.replay` of `policy`."""
+
+    def replay(normalizer: Any, params: Any, obs: jax.Array, discount: jax.Array) -> jax.Array:
+        x, h = split(obs, normalizer)
+        x_t, keep_t = jnp.swapaxes(x, 0, 1), jnp.swapaxes(discount, 0, 1)[..., None]
+
+        def step(carry: jax.Array, xs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+            xi, keep = xs
+            nxt = policy.apply(params, xi, carry, method=RecurrentPolicy.memory)
+            assert isinstance(nxt, jax.Array)
+            return jnp.where(keep > 0, nxt, jnp.zeros_like(nxt)), carry
+
+        _, hs_t = jax.lax.scan(step, h[:, 0], (x_t, keep_t))
+        return jnp.swapaxes(hs_t, 0, 1)
+
+    return replay
+
+
 @_RECIPE.record
 def make_rppo_networks(
     observation_size: int,
@@ -144,11 +197,7 @@ def make_rppo_networks(
     observations and the policy writes its actions. Observation statistics cover the whole wrapped
     observation; the networks normalize only its environment part.
     """
-    for name, v in (
-        ("observation_size", observation_size),
-        ("action_size", action_size),
-        ("hidden_size", hidden_size),
-    ):
+    for name, v in (("observation_size", observation_size), ("hidden_size", hidden_size)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a positive int, got {v!r}")
     n, hs = observation_size, hidden_size
@@ -171,44 +220,13 @@ def make_rppo_networks(
         x = preprocess_observations_fn(obs, normalizer)[..., :n]  # statistics are per dimension
         return x, obs[..., n:]
 
-    def policy_init(key: PRNGKey) -> Any:
-        return policy.init(key, jnp.zeros((1, n), jnp.float32), jnp.zeros((1, hs), jnp.float32))
-
-    def policy_apply(normalizer: Any, params: Any, obs: jax.Array) -> jax.Array:
-        x, h = split(obs, normalizer)
-        out = policy.apply(params, x, h)
-        assert isinstance(out, jax.Array)
-        return out
-
-    def value_init(key: PRNGKey) -> Any:
-        return value.init(key, jnp.zeros((1, n + hs), jnp.float32))
-
-    def value_apply(normalizer: Any, params: Any, obs: jax.Array) -> jax.Array:
-        x, h = split(obs, normalizer)
-        out = value.apply(params, jnp.concatenate([x, jax.lax.stop_gradient(h)], axis=-1))
-        assert isinstance(out, jax.Array)
-        return jnp.squeeze(out, axis=-1)
-
-    def replay(normalizer: Any, params: Any, obs: jax.Array, discount: jax.Array) -> jax.Array:
-        x, h = split(obs, normalizer)
-        x_t, keep_t = jnp.swapaxes(x, 0, 1), jnp.swapaxes(discount, 0, 1)[..., None]
-
-        def step(carry: jax.Array, xs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
-            xi, keep = xs
-            nxt = policy.apply(params, xi, carry, method=RecurrentPolicy.memory)
-            assert isinstance(nxt, jax.Array)
-            return jnp.where(keep > 0, nxt, jnp.zeros_like(nxt)), carry
-
-        _, hs_t = jax.lax.scan(step, h[:, 0], (x_t, keep_t))
-        return jnp.swapaxes(hs_t, 0, 1)
-
     return RPPONetworks(
-        policy_network=networks.FeedForwardNetwork(init=policy_init, apply=policy_apply),
-        value_network=networks.FeedForwardNetwork(init=value_init, apply=value_apply),
+        policy_network=_policy_network(policy, split, n, hs),
+        value_network=_value_network(value, split, n, hs),
         parametric_action_distribution=dist,
         hidden_size=hs,
         observation_size=n,
-        replay=replay,
+        replay=_replay(policy, split),
     )
 
 

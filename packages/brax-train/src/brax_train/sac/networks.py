@@ -163,8 +163,6 @@ def make_sac_networks(
     del noise_std_type, init_noise_std, state_dependent_std
     if distribution_type != "tanh_normal":
         raise ValueError(f"distribution_type must be 'tanh_normal', got {distribution_type!r}")
-    if isinstance(action_size, bool) or not isinstance(action_size, int) or action_size < 1:
-        raise ValueError(f"action_size must be a positive int, got {action_size!r}")
     pkw = dict(policy_network_kernel_init_kwargs or {})
     qkw = dict(q_network_kernel_init_kwargs or {})
     dist = NormalTanhDistribution(event_size=action_size)
