@@ -126,14 +126,11 @@ class OnnxGraph:
 
     def equation(self, eqn: jcore.JaxprEqn, ins: list[str], needed: set[jcore.Var]) -> list[str | None]:
         """Nodes of one equation; `TranslationError` for a primitive ONNX export cannot express."""
-        p, params = eqn.primitive.name, eqn.params
+        p = eqn.primitive.name
         if p in _CALLS:
-            sub = params.get("jaxpr", params.get("call_jaxpr"))
-            consts: list[str] = []
-            if isinstance(sub, jcore.ClosedJaxpr):
-                consts, sub = [self.const(c) for c in sub.consts], sub.jaxpr
-            if isinstance(sub, jcore.Jaxpr):
-                return self.emit(sub, consts, ins, [v in needed for v in eqn.outvars])
+            called = self._call(eqn, ins, needed)
+            if called is not None:
+                return called
         folded = self._fold(eqn, ins)
         if folded is not None:
             return list(folded)
@@ -141,10 +138,29 @@ class OnnxGraph:
             return [self.op1(_UNARY[p], ins)]
         if p in _BINARY:
             return [self.op1(_BINARY[p], ins)]
-        (shape_in, dtype), (shape_out, _) = (
-            _aval(eqn.invars[0] if eqn.invars else eqn.outvars[0]),
-            _aval(eqn.outvars[0]),
-        )
+        outs = self._elementwise(eqn, ins)
+        if outs is None:
+            outs = self._structural(eqn, ins)
+        if outs is None:
+            raise TranslationError(
+                f"the policy uses JAX primitive {p!r}, which the onnx export cannot express"
+            )
+        return list(outs)
+
+    def _call(self, eqn: jcore.JaxprEqn, ins: list[str], needed: set[jcore.Var]) -> list[str | None] | None:
+        """The nodes of a call primitive's body (pjit, custom derivatives), inlined; None if it has none."""
+        sub = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+        consts: list[str] = []
+        if isinstance(sub, jcore.ClosedJaxpr):
+            consts, sub = [self.const(c) for c in sub.consts], sub.jaxpr
+        if isinstance(sub, jcore.Jaxpr):
+            return self.emit(sub, consts, ins, [v in needed for v in eqn.outvars])
+        return None
+
+    def _elementwise(self, eqn: jcore.JaxprEqn, ins: list[str]) -> list[str] | None:
+        """Elementwise primitives that take a few ONNX nodes; None for any other primitive."""
+        p, params = eqn.primitive.name, eqn.params
+        dtype = _aval(eqn.invars[0] if eqn.invars else eqn.outvars[0])[1]
         if p == "ne":
             return [self.op1("Not", [self.op1("Equal", ins)])]
         if p == "is_finite":
@@ -171,6 +187,13 @@ class OnnxGraph:
         if p == "convert_element_type":
             to = self.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(params["new_dtype"]))
             return [self.op1("Cast", ins, to=to)]
+        return None
+
+    def _structural(self, eqn: jcore.JaxprEqn, ins: list[str]) -> list[str] | None:
+        """Shape, indexing, reduction and contraction primitives; None for any other primitive."""
+        p, params = eqn.primitive.name, eqn.params
+        shape_in = _aval(eqn.invars[0] if eqn.invars else eqn.outvars[0])[0]
+        shape_out = _aval(eqn.outvars[0])[0]
         if p == "reshape" and params.get("dimensions") is None:
             return [self.op1("Reshape", [ins[0], self.shape(shape_out)], allowzero=1)]
         if p == "squeeze":
@@ -202,7 +225,7 @@ class OnnxGraph:
             return [self.op1(_REDUCE[p], [ins[0], axes], keepdims=0)]
         if p == "dot_general":
             return [self._dot(eqn, ins)]
-        raise TranslationError(f"the policy uses JAX primitive {p!r}, which the onnx export cannot express")
+        return None
 
     def _fold(self, eqn: jcore.JaxprEqn, ins: list[str]) -> list[str] | None:
         """The outputs of an equation on constants only (e.g. indices built with iota), computed now."""

@@ -143,6 +143,27 @@ def update_statistics(
     )
 
 
+def _zero_episode_sums(state: brax_envs.State, zeros: jax.Array) -> dict[str, jax.Array]:
+    """Per-rollout `episode_count` and `episode_sum/<name>` at zero; empty when the env reports none."""
+    if "episode_done" not in state.info or "episode_metrics" not in state.info:
+        return {}
+    em = state.info["episode_metrics"]
+    assert isinstance(em, Mapping)
+    return {"episode_count": zeros, **{f"episode_sum/{name}": zeros for name in em}}
+
+
+def _add_first_episodes(
+    ep: dict[str, jax.Array], nst: brax_envs.State, active: jax.Array
+) -> dict[str, jax.Array]:
+    """`ep` after step `nst`, counting only the ends of first episodes (`active` rollouts)."""
+    first_end = nst.info["episode_done"] * active
+    em = nst.info["episode_metrics"]
+    return {
+        k: v + (first_end if k == "episode_count" else em[k.removeprefix("episode_sum/")] * first_end)
+        for k, v in ep.items()
+    }
+
+
 def evaluate(
     env: brax_envs.Env,
     act: Act,
@@ -171,13 +192,8 @@ def evaluate(
     pair_keys = jax.random.split(key, num_rollouts // 2)
     keys = constrain(jnp.concatenate([pair_keys, pair_keys]), shard)
     state = constrain(env.reset(keys), env_shardings)
-    episodes = "episode_done" in state.info and "episode_metrics" in state.info
     zeros = jnp.zeros_like(state.reward)
-    ep: dict[str, jax.Array] = {}
-    if episodes:
-        em = state.info["episode_metrics"]
-        assert isinstance(em, Mapping)
-        ep = {"episode_count": zeros, **{f"episode_sum/{name}": zeros for name in em}}
+    ep = _zero_episode_sums(state, zeros)
     moments = None
     if track_moments:
         moments = Moments(
@@ -195,12 +211,7 @@ def evaluate(
         nst = constrain(env.step(st, act(members, st.obs)), env_shardings)
         ret = ret + jnp.where(active > 0, nst.reward - shift, 0.0)
         if ep:
-            first_end = nst.info["episode_done"] * active  # ends of first episodes only
-            em = nst.info["episode_metrics"]
-            ep = {
-                k: v + (first_end if k == "episode_count" else em[k.removeprefix("episode_sum/")] * first_end)
-                for k, v in ep.items()
-            }
+            ep = _add_first_episodes(ep, nst, active)
         active = active * (1.0 - nst.done)
         return (nst, ret, active, taken, mom, ep), None
 

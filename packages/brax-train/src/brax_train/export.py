@@ -148,15 +148,7 @@ def export_policy(
         **details,
         "input": {"name": INPUT_NAME, "shape": ["batch", *src.observation_shape], "dtype": "float32"},
         "output": {"name": OUTPUT_NAME, "shape": ["batch", n], "dtype": "float32"},
-        "observation": {
-            "size": int(np.prod(src.observation_shape)),
-            "shape": list(src.observation_shape),
-            "layout": "the environment's observation array (state.obs), raw: the normalizer is in the graph",
-            **({"key": info["observation_key"],
-                "layout": f"the environment's state.obs[{info['observation_key']!r}] array, raw: the "
-                          "normalizer is in the graph (the other keys are the critic's)"}
-               if "observation_key" in info else {}),
-        },
+        "observation": _observation_contract(src.observation_shape, info),
         "action": {"size": n, "low": low.tolist(), "high": high.tolist(), "scaled_in_graph": scaled},
         **({"recurrent": _recurrent(info["hidden_size"])} if "hidden_size" in info else {}),
         **{k: info.get(k) for k in ("env", "dt", "action_repeat", "agent", "normalize_observations")},
@@ -167,6 +159,23 @@ def export_policy(
     brax_io.write_atomic(out, lambda f: f.write(data))  # the model first: a contract never precedes its file
     brax_io.write_atomic(contract_path(out), lambda f: f.write(text))
     return Exported(out, contract_path(out), contract)
+
+
+def _observation_contract(shape: tuple[int, ...], info: dict[str, Any]) -> dict[str, Any]:
+    """The contract's `observation` entry: size, shape and where the policy's input comes from."""
+    entry: dict[str, Any] = {
+        "size": int(np.prod(shape)),
+        "shape": list(shape),
+        "layout": "the environment's observation array (state.obs), raw: the normalizer is in the graph",
+    }
+    if "observation_key" in info:
+        key = info["observation_key"]
+        entry["key"] = key
+        entry["layout"] = (
+            f"the environment's state.obs[{key!r}] array, raw: the normalizer is in the graph (the "
+            "other keys are the critic's)"
+        )
+    return entry
 
 
 def _source(

@@ -202,7 +202,12 @@ def records_normalizer(preprocess: Any, notes: list[str]) -> bool:
     return False
 
 
-def factory(network_factory: Callable[..., Any] | Mapping[str, Any], default: Callable[..., Any]) -> Any:
+_Built = TypeVar("_Built")
+
+
+def factory(
+    network_factory: Callable[..., _Built] | Mapping[str, Any], default: Callable[..., _Built]
+) -> Callable[..., _Built]:
     """A config's `network_factory`: a callable as given, or a mapping of keywords bound to `default`
     (JSON lists as tuples)."""
     if isinstance(network_factory, Mapping):

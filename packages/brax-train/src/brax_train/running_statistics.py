@@ -7,6 +7,7 @@ the sums become cross-device reductions, so every device count gives the same st
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Literal
 
 import jax
@@ -71,13 +72,9 @@ def init_state(shapes: Any, std_eps: float = 0.0, mode: str = "welford") -> Runn
     )
 
 
-def update(
-    state: RunningStatisticsState, batch: Any, until_count: int | None = None
-) -> RunningStatisticsState:
-    """Statistics after also seeing `batch` (leading axes are batch axes; the rest match `mean`).
-
-    With `until_count`, statistics stop changing once more than `until_count` samples were seen.
-    """
+def _batch_dims(state: RunningStatisticsState, batch: Any) -> tuple[int, ...] | None:
+    """The leading batch axes of `batch` over the statistics' shapes (None for an empty batch);
+    ValueError when its structure or shapes do not match."""
     batch_def: Any = jax.tree.structure(batch)
     if batch_def != jax.tree.structure(state.mean):
         raise ValueError(
@@ -86,16 +83,27 @@ def update(
         )
     leaves = jax.tree.leaves(batch)
     if not leaves:
-        return state
+        return None
     ref = jax.tree.leaves(state.mean)[0]
-    batch_dims = leaves[0].shape[: leaves[0].ndim - ref.ndim]
+    batch_dims = tuple(leaves[0].shape[: leaves[0].ndim - ref.ndim])
     for leaf, m in zip(leaves, jax.tree.leaves(state.mean), strict=True):
-        if tuple(leaf.shape) != tuple(batch_dims) + tuple(m.shape):
+        if tuple(leaf.shape) != batch_dims + tuple(m.shape):
             raise ValueError(f"batch leaf shape {leaf.shape} is not {batch_dims} + {m.shape}")
+    return batch_dims
+
+
+def update(
+    state: RunningStatisticsState, batch: Any, until_count: int | None = None
+) -> RunningStatisticsState:
+    """Statistics after also seeing `batch` (leading axes are batch axes; the rest match `mean`).
+
+    With `until_count`, statistics stop changing once more than `until_count` samples were seen.
+    """
+    batch_dims = _batch_dims(state, batch)
+    if batch_dims is None:
+        return state
     axes = tuple(range(len(batch_dims)))
-    n = 1
-    for d in batch_dims:
-        n *= int(d)
+    n = math.prod(int(d) for d in batch_dims)
     count = state.count.add(n)
     count_f = count.to_float32()
     frozen = jnp.asarray(False)

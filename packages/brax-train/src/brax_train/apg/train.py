@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import brax_envs
@@ -49,14 +48,6 @@ class TrainingState:
 def public_params(s: TrainingState) -> apg_networks.APGParams:
     """The policy parameters of a training state (what `make_policy` and checkpoints take)."""
     return apg_networks.APGParams(normalizer=s.normalizer, policy=s.params)
-
-
-def _network_factory(c: APGConfig) -> Callable[..., apg_networks.APGNetworks]:
-    nf = c.network_factory
-    if isinstance(nf, Mapping):
-        kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in nf.items()}
-        return functools.partial(apg_networks.make_apg_networks, **kw)
-    return nf
 
 
 def make_optimizer(c: APGConfig) -> Any:
@@ -189,13 +180,11 @@ class _APG:
 
 def _make_agent(c: APGConfig, setup: runner.Setup) -> runner.Agent[TrainingState, apg_networks.APGParams]:
     """APG's `(init, update)` pair for the runner's wrapped training environment."""
-    preprocess = (
-        running_statistics.normalize
-        if c.normalize_observations
-        else networks.identity_observation_preprocessor
-    )
+    preprocess = networks.preprocessor(c.normalize_observations)
     obs_size = setup.observation_size
-    net = _network_factory(c)(obs_size, setup.env.action_size, preprocess_observations_fn=preprocess)
+    net = networks.factory(c.network_factory, apg_networks.make_apg_networks)(
+        obs_size, setup.env.action_size, preprocess_observations_fn=preprocess
+    )
     optimizer = make_optimizer(c)
     scramble = c.wrap_env and c.episode_length is not None and "steps" in setup.state_shape.info
     apg = _APG(c, setup.env, net, optimizer, setup.env_shardings, NamedSharding(setup.mesh, P()), scramble)

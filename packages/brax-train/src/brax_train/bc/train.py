@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import brax_envs
@@ -60,14 +60,6 @@ class TrainingState:
 def public_params(s: TrainingState) -> bc_networks.BCParams:
     """The student's parameters of a training state (what `make_policy` and checkpoints take)."""
     return bc_networks.BCParams(normalizer=s.normalizer, policy=s.params)
-
-
-def _network_factory(c: BCConfig) -> Callable[..., bc_networks.BCNetworks]:
-    nf = c.network_factory
-    if isinstance(nf, Mapping):
-        kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in nf.items()}
-        return functools.partial(bc_networks.make_bc_networks, **kw)
-    return nf
 
 
 def teacher_label(action: jax.Array, extras: Mapping[str, Any]) -> jax.Array:
@@ -235,14 +227,11 @@ def _make_agent(
     setup: runner.Setup,
 ) -> runner.Agent[TrainingState, bc_networks.BCParams]:
     """BC's `(init, update)` pair for the runner's wrapped training environment."""
-    preprocess = (
-        running_statistics.normalize
-        if c.normalize_observations
-        else networks.identity_observation_preprocessor
+    preprocess = networks.preprocessor(c.normalize_observations)
+    obs_size, action_size = setup.observation_size, setup.env.action_size
+    net = networks.factory(c.network_factory, bc_networks.make_bc_networks)(
+        obs_size, action_size, preprocess_observations_fn=preprocess
     )
-    obs_size = setup.observation_size
-    action_size = setup.env.action_size
-    net = _network_factory(c)(obs_size, action_size, preprocess_observations_fn=preprocess)
     optimizer = optax.adam(learning_rate=c.learning_rate)
     if teacher_ckpt is not None:
         _check_teacher(teacher_ckpt, setup, action_size)

@@ -56,6 +56,30 @@ def compute_gae(
     return jax.lax.stop_gradient(vs), jax.lax.stop_gradient(advantages)
 
 
+def _clipped_surrogate_loss(log_ratio: jax.Array, advantages: jax.Array, epsilon: float) -> jax.Array:
+    """PPO's policy loss: minus the mean of the clipped surrogate objective."""
+    ratio = jnp.exp(log_ratio)
+    surrogate = jnp.minimum(ratio * advantages, jnp.clip(ratio, 1.0 - epsilon, 1.0 + epsilon) * advantages)
+    return -jnp.mean(surrogate)
+
+
+def _value_loss(
+    vs: jax.Array,
+    baseline: jax.Array,
+    policy_extras: dict[str, jax.Array],
+    clipping_epsilon_value: float | None,
+    vf_loss_coefficient: float,
+) -> jax.Array:
+    """The value loss: squared error to the GAE targets, clipped around the rollout-time value when
+    `clipping_epsilon_value` is given (`policy_extras['value']`)."""
+    v_error = jnp.square(vs - baseline)
+    if clipping_epsilon_value is not None:
+        old = policy_extras["value"]
+        clipped = old + jnp.clip(baseline - old, -clipping_epsilon_value, clipping_epsilon_value)
+        v_error = jnp.maximum(v_error, jnp.square(vs - clipped))
+    return 0.5 * vf_loss_coefficient * jnp.mean(v_error)
+
+
 def compute_ppo_loss(
     params: NetworkParams,
     normalizer: running_statistics.RunningStatisticsState,
@@ -94,19 +118,8 @@ def compute_ppo_loss(
     )
     if normalize_advantage:
         advantages = (advantages - jnp.mean(advantages)) / (jnp.std(advantages) + 1e-8)
-    ratio = jnp.exp(target_log_prob - pe["log_prob"])
-    surrogate = jnp.minimum(
-        ratio * advantages, jnp.clip(ratio, 1.0 - clipping_epsilon, 1.0 + clipping_epsilon) * advantages
-    )
-    policy_loss = -jnp.mean(surrogate)
-
-    v_error = jnp.square(vs - baseline)
-    if clipping_epsilon_value is not None:
-        old = pe["value"]
-        clipped = old + jnp.clip(baseline - old, -clipping_epsilon_value, clipping_epsilon_value)
-        v_error = jnp.maximum(v_error, jnp.square(vs - clipped))
-    v_loss = 0.5 * vf_loss_coefficient * jnp.mean(v_error)
-
+    policy_loss = _clipped_surrogate_loss(target_log_prob - pe["log_prob"], advantages, clipping_epsilon)
+    v_loss = _value_loss(vs, baseline, pe, clipping_epsilon_value, vf_loss_coefficient)
     entropy = jnp.mean(dist.entropy(logits, key))
     entropy_loss = -entropy_cost * entropy
     total = policy_loss + v_loss + entropy_loss

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import brax_envs
@@ -49,14 +49,6 @@ def public_params(s: TrainingState) -> ppo_networks.PPOParams:
 def env_steps_per_update(c: PPOConfig) -> int:
     """Environment steps one PPO training step consumes (action repeats included)."""
     return c.batch_size * c.unroll_length * c.num_minibatches * c.action_repeat
-
-
-def _network_factory(c: PPOConfig) -> Callable[..., ppo_networks.PPONetworks]:
-    nf = c.network_factory
-    if isinstance(nf, Mapping):
-        kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in nf.items()}
-        return functools.partial(ppo_networks.make_ppo_networks, **kw)
-    return nf
 
 
 def _optimizer(c: PPOConfig) -> Any:
@@ -224,7 +216,9 @@ def _make_agent(c: PPOConfig, setup: runner.Setup) -> runner.Agent[TrainingState
     """PPO's `(init, update)` pair for the runner's wrapped training environment."""
     preprocess = networks.preprocessor(c.normalize_observations)
     obs_size = setup.observation_size
-    net = _network_factory(c)(obs_size, setup.env.action_size, preprocess_observations_fn=preprocess)
+    net = networks.factory(c.network_factory, ppo_networks.make_ppo_networks)(
+        obs_size, setup.env.action_size, preprocess_observations_fn=preprocess
+    )
     optimizer = _optimizer(c)
     extra: Sequence[str] = ("truncation", "episode_metrics", "episode_done", "time_out")
     ppo = _PPO(
@@ -240,8 +234,9 @@ def _make_agent(c: PPOConfig, setup: runner.Setup) -> runner.Agent[TrainingState
     return _agent(c, ppo, obs_size, {"agent": "ppo"})
 
 
-def _agent(c: PPOConfig, core: _PPO, observation_size: Any,
-           meta: dict[str, Any]) -> runner.Agent[TrainingState, ppo_networks.PPOParams]:
+def _agent(
+    c: PPOConfig, core: _PPO, observation_size: Any, meta: dict[str, Any]
+) -> runner.Agent[TrainingState, ppo_networks.PPOParams]:
     """The runner's `Agent` of a PPO-family update `core` (PPO's, or a subclass's): parameter and
     normalizer initialization, warm start and metadata (`meta` first, then the network's)."""
     net, optimizer = core.net, core.optimizer

@@ -13,7 +13,7 @@ import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import brax_envs
@@ -85,14 +85,6 @@ def buffer_rows(c: SACConfig) -> int:
 def prefill_rows(c: SACConfig) -> int:
     """Training steps that act uniformly at random before gradient steps start."""
     return min(math.ceil(c.min_replay_size / c.num_envs), buffer_rows(c))
-
-
-def _network_factory(c: SACConfig) -> Callable[..., sac_networks.SACNetworks]:
-    nf = c.network_factory
-    if isinstance(nf, Mapping):
-        kw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in nf.items()}
-        return functools.partial(sac_networks.make_sac_networks, **kw)
-    return nf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,32 +253,9 @@ def _row_shapes(setup: runner.Setup) -> Any:
     return jax.eval_shape(row)
 
 
-def _make_agent(c: SACConfig, setup: runner.Setup) -> runner.Agent[TrainingState, sac_networks.SACParams]:
-    """SAC's `(init, update)` pair for the runner's wrapped training environment."""
-    preprocess = (
-        running_statistics.normalize
-        if c.normalize_observations
-        else networks.identity_observation_preprocessor
-    )
-    obs_size, action_size = setup.observation_size, setup.env.action_size
-    net = _network_factory(c)(obs_size, action_size, preprocess_observations_fn=preprocess)
-    target_entropy = float(-action_size if c.target_entropy is None else c.target_entropy)
-    sac = _SAC(
-        c,
-        setup.env,
-        net,
-        # Adam on each network's parameters raveled into one vector: the same arithmetic as per-leaf
-        # Adam, in far fewer kernels for XLA to compile.
-        optax.flatten(optax.adam(c.learning_rate)),
-        optax.flatten(optax.adam(c.learning_rate)),
-        optax.adam(c.alpha_learning_rate),
-        target_entropy,
-        prefill_rows(c),
-        setup.mesh,
-        setup.env_shardings,
-        tuple(k for k in ("truncation", "episode_metrics", "episode_done") if k in setup.state_shape.info),
-    )
-    rows = buffer_rows(c)
+def _init_fn(sac: _SAC, setup: runner.Setup, rows: int) -> Callable[[PRNGKey], TrainingState]:
+    """`init(key)`: fresh networks, optimizer states, statistics and an empty replay buffer of `rows`."""
+    net = sac.net
 
     @jax.jit  # one compilation instead of one per initializer and shape
     def init(key: PRNGKey) -> TrainingState:
@@ -305,9 +274,37 @@ def _make_agent(c: SACConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         )
         return TrainingState(
             learner=learner,
-            normalizer=running_statistics.init_state(networks.observation_shapes(obs_size)),
+            normalizer=running_statistics.init_state(networks.observation_shapes(setup.observation_size)),
             buffer=replay.init(_row_shapes(setup), rows),
         )
+
+    return init
+
+
+def _make_agent(c: SACConfig, setup: runner.Setup) -> runner.Agent[TrainingState, sac_networks.SACParams]:
+    """SAC's `(init, update)` pair for the runner's wrapped training environment."""
+    preprocess = networks.preprocessor(c.normalize_observations)
+    obs_size, action_size = setup.observation_size, setup.env.action_size
+    net = networks.factory(c.network_factory, sac_networks.make_sac_networks)(
+        obs_size, action_size, preprocess_observations_fn=preprocess
+    )
+    target_entropy = float(-action_size if c.target_entropy is None else c.target_entropy)
+    sac = _SAC(
+        c,
+        setup.env,
+        net,
+        # Adam on each network's parameters raveled into one vector: the same arithmetic as per-leaf
+        # Adam, in far fewer kernels for XLA to compile.
+        optax.flatten(optax.adam(c.learning_rate)),
+        optax.flatten(optax.adam(c.learning_rate)),
+        optax.adam(c.alpha_learning_rate),
+        target_entropy,
+        prefill_rows(c),
+        setup.mesh,
+        setup.env_shardings,
+        tuple(k for k in ("truncation", "episode_metrics", "episode_done") if k in setup.state_shape.info),
+    )
+    rows = buffer_rows(c)
 
     def warm_start(s: TrainingState, params: sac_networks.SACParams) -> TrainingState:
         p = sac_networks.check_params(params)
@@ -317,7 +314,7 @@ def _make_agent(c: SACConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         return dataclasses.replace(s, learner=learner, normalizer=p.normalizer)
 
     return runner.Agent(
-        init=init,
+        init=_init_fn(sac, setup, rows),
         update=sac.update,
         policy_params=public_params,
         make_policy=sac_networks.make_inference_fn(net),
