@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import brax_envs
 import brax_math
@@ -24,6 +24,8 @@ from brax_train import runner, running_statistics
 from brax_train.config import RunConfig, is_int
 from brax_train.runner import AXIS, P, constrain
 from brax_train.types import PRNGKey
+
+C = TypeVar("C", bound=RunConfig)
 
 Act = Callable[[Any, Any], jax.Array]
 """`act(members, obs) -> actions`: every member's policy on its own rollout's observation (2n, ...)."""
@@ -332,6 +334,21 @@ def check_observations(environment: brax_envs.Env, what: str) -> None:
         raise ValueError(f"{what} supports array observations only; this environment's are a dict")
 
 
+def train(
+    environment: brax_envs.Env,
+    c: C,
+    run_config: Callable[[C], C],
+    validate: Callable[[C, int], None],
+    make_agent: Callable[[C, runner.Setup], runner.Agent[Any, Any]],
+    name: str,
+) -> runner.TrainResult:
+    """ES's or ARS's `train` after merging settings `c`: the user's settings are validated before
+    `run_config(c)` derives `num_envs` from the population, then the runner trains."""
+    validate(c, len(runner.mesh_devices(c)))
+    check_observations(environment, f"{name}.train")
+    return runner.train(environment, run_config(c), validate, make_agent, name)
+
+
 def population_errors(
     c: RunConfig, errors: list[str], device_count: int, name: str, size: Any, what: str
 ) -> RunConfig:
@@ -375,5 +392,6 @@ __all__ = [
     "perturb",
     "population_errors",
     "reduce_moments",
+    "train",
     "update_statistics",
 ]

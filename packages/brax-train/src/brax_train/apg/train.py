@@ -168,11 +168,7 @@ class _APG:
             "params_norm": optax.tree.norm(params),
         }
         metrics[NONFINITE] = _nonfinite_code(loss, grads, params, normalizer)
-        if "episode_done" in info and "episode_metrics" in info:
-            done = info["episode_done"]
-            metrics["episode_count"] = jnp.sum(done)
-            for name, v in info["episode_metrics"].items():
-                metrics[f"episode_sum/{name}"] = jnp.sum(v * done)
+        metrics.update(runner.episode_sums(info))
         env_state = constrain(env_state, self.env_shardings)
         new = TrainingState(params, normalizer, opt_state, jnp.ones((), jnp.bool_))
         return new, env_state, metrics

@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 
 from brax_train import _population, networks, runner, running_statistics
-from brax_train._population import check_observations
 from brax_train.ars import networks as ars_networks
 from brax_train.ars.config import (
     COUNTS_ENV_STEPS,
@@ -133,11 +132,7 @@ def train(environment: brax_envs.Env, config: ARSConfig | None = None, **kwargs:
     `ARSConfig`); a setting must not be given in both places. Everything is validated before any
     compilation. Returns `TrainResult(make_policy, params, metrics)` with `ARSParams`.
     """
-    c = merge(config, kwargs)
-    # The user's settings are checked before num_envs is derived from the population.
-    validate(c, len(runner.mesh_devices(c)))
-    check_observations(environment, "ars.train")
-    return runner.train(environment, run_config(c), validate, _make_agent, "ars")
+    return _population.train(environment, merge(config, kwargs), run_config, validate, _make_agent, "ars")
 
 
 __all__ = [

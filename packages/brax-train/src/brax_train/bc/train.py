@@ -125,11 +125,7 @@ class _BC:
             "teacher_fraction": jnp.mean(turn.astype(jnp.float32)),
             "beta": beta,
         }
-        if "episode_done" in info and "episode_metrics" in info:
-            done = info["episode_done"]
-            metrics["episode_count"] = jnp.sum(done)
-            for name, v in info["episode_metrics"].items():
-                metrics[f"episode_sum/{name}"] = jnp.sum(v * done)
+        metrics.update(runner.episode_sums(info))
         return env_state, flat, metrics
 
     def fit(

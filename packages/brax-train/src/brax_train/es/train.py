@@ -119,11 +119,7 @@ def train(environment: brax_envs.Env, config: ESConfig | None = None, **kwargs: 
     `ESConfig`); a setting must not be given in both places. Everything is validated before any
     compilation. Returns `TrainResult(make_policy, params, metrics)` with `ESParams`.
     """
-    c = merge(config, kwargs)
-    # The user's settings are checked before num_envs is derived from the population.
-    validate(c, len(runner.mesh_devices(c)))
-    check_observations(environment, "es.train")
-    return runner.train(environment, run_config(c), validate, _make_agent, "es")
+    return _population.train(environment, merge(config, kwargs), run_config, validate, _make_agent, "es")
 
 
 __all__ = ["NonFiniteError", "TrainResult", "TrainingState", "check_observations", "public_params", "train"]

@@ -203,12 +203,7 @@ class _PPO:
         code = _nonfinite_code(metrics, normalizer)
         out = {k: jnp.mean(v) for k, v in metrics.items()}
         out[NONFINITE] = code
-        se = data.extras["state_extras"]
-        if "episode_done" in se and "episode_metrics" in se:
-            done = se["episode_done"]
-            out["episode_count"] = jnp.sum(done)
-            for name, v in se["episode_metrics"].items():
-                out[f"episode_sum/{name}"] = jnp.sum(v * done)
+        out.update(runner.episode_sums(data.extras["state_extras"]))
         return TrainingState(params=params, normalizer=normalizer, optimizer_state=opt_state), env_state, out
 
 

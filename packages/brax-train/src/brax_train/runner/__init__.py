@@ -33,6 +33,7 @@ from brax_train.runner._agent import (
     NonFiniteError,
     Setup,
     TrainResult,
+    episode_sums,
     key_at,
 )
 from brax_train.runner._loop import run, train
@@ -61,6 +62,7 @@ __all__ = [
     "Setup",
     "TrainResult",
     "constrain",
+    "episode_sums",
     "final_step",
     "key_at",
     "local_devices",

@@ -13,6 +13,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 import brax_envs
 import jax
+import jax.numpy as jnp
 from jax.sharding import Mesh
 
 from brax_train.types import PRNGKey, UInt64
@@ -26,6 +27,18 @@ NONFINITE_QUANTITIES = {1: "loss", 2: "gradients", 3: "parameters", 4: "normaliz
 """What a non-zero `NONFINITE` code names in `NonFiniteError`."""
 ENV_STEPS = "env_steps"
 """Metric key of the environment steps an update consumed (agents with `Agent.counts_env_steps`)."""
+
+
+def episode_sums(info: Mapping[str, Any]) -> dict[str, jax.Array]:
+    """`episode_count` and `episode_sum/<name>` of the episodes that ended in a batch, from its
+    `info` (or state extras) `episode_done` and `episode_metrics`; empty when the env reports none."""
+    if "episode_done" not in info or "episode_metrics" not in info:
+        return {}
+    done = info["episode_done"]
+    sums = {"episode_count": jnp.sum(done)}
+    for name, v in info["episode_metrics"].items():
+        sums[f"episode_sum/{name}"] = jnp.sum(v * done)
+    return sums
 
 
 def key_at(key: PRNGKey, index: UInt64) -> PRNGKey:

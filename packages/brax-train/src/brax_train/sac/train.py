@@ -226,11 +226,7 @@ class _SAC:
         code = out[NONFINITE]
         out[NONFINITE] = jnp.where((code == 0) & ~brax_math.all_finite(normalizer), 4, code)
         out["buffer_current_size"] = (buffer.size * c.num_envs).astype(jnp.float32)
-        if "episode_done" in se and "episode_metrics" in se:
-            done = se["episode_done"]
-            out["episode_count"] = jnp.sum(done)
-            for name, v in se["episode_metrics"].items():
-                out[f"episode_sum/{name}"] = jnp.sum(v * done)
+        out.update(runner.episode_sums(se))
         return TrainingState(learner=learner, normalizer=normalizer, buffer=buffer), env_state, out
 
 
