@@ -88,7 +88,7 @@ case "${1:-}" in
     # humanoid rows that lease could not reach. Each part under its own wall limit.
     setup
     # A: this session's GPU programs; B: the CPU's row loops (linalg) or work queue (solver) there too.
-    for setting in brax_physics._src.linalg:LOOP_PLATFORMS brax_physics._src.solver:QUEUE_PLATFORMS; do
+    for setting in loop_platforms queue_platforms; do
       for m in ant humanoid; do
         timeout 100 python3 tools/bench/ab.py --model "$m" --batch "${PROBE_BATCH:-1024}" \
           --setting "$setting" --values "('cpu',)" "('cpu','cuda')" --rounds 5 | tee -a "$o/ab.jsonl" || true
@@ -137,18 +137,18 @@ case "${1:-}" in
     # CUDA graphs), then the same with XLA's while loops inside CUDA graphs.
     setup
     for m in ant humanoid; do
-      ab_gpu 95 "$m" "${PROBE_BATCH:-1024}" graphab.jsonl brax_physics._src.linalg:GRAPH_PLATFORMS \
+      ab_gpu 95 "$m" "${PROBE_BATCH:-1024}" graphab.jsonl graph_platforms \
         "()" "('cuda',)"
     done
     XLA_FLAGS="--xla_gpu_enable_command_buffer=+WHILE,+CONDITIONAL" ab_gpu 85 ant "${PROBE_BATCH:-1024}" \
-      graphab_while.jsonl brax_physics._src.linalg:GRAPH_PLATFORMS "()" "('cuda',)"
+      graphab_while.jsonl graph_platforms "()" "('cuda',)"
     ;;
   graphscale)
     # GRAPH_PLATFORMS (now on for CUDA) off and on at 128 and 8192 ants, then ant at 1024 beside
     # MJX: about 200 s, the last of a lease's budget.
     setup
     for b in 128 8192; do
-      ab_gpu 60 ant "$b" graphscale.jsonl brax_physics._src.linalg:GRAPH_PLATFORMS "()" "('cuda',)"
+      ab_gpu 60 ant "$b" graphscale.jsonl graph_platforms "()" "('cuda',)"
     done
     timeout 65 python3 tools/bench/physics.py --models ant --backends brax_physics,brax_mjx_env \
       --batches 1024 --steps 100 --repeats 3 --timeout 32 | tee -a "$o/graphscale.jsonl" || true
@@ -162,12 +162,12 @@ case "${1:-}" in
     # envs, then the bytes per env split into per-env and fixed parts, ours and MJX. About 550 s.
     setup
     for b in 1024 8192; do
-      ab_gpu 110 humanoid "$b" fused.jsonl brax_physics._src.com:FUSED_PLATFORMS "()" "('cuda',)"
+      ab_gpu 110 humanoid "$b" fused.jsonl fused_platforms "()" "('cuda',)"
     done
-    ab_gpu 90 ant 1024 fused.jsonl brax_physics._src.com:FUSED_PLATFORMS "()" "('cuda',)"
+    ab_gpu 90 ant 1024 fused.jsonl fused_platforms "()" "('cuda',)"
     # linalg.AUGMENT: the humanoid's Newton factor (cuSOLVER) also does the forward substitution,
     # one host-launched cuBLAS solve per Newton trip fewer
-    ab_gpu 100 humanoid 1024 augment.jsonl brax_physics._src.linalg:AUGMENT False True
+    ab_gpu 100 humanoid 1024 augment.jsonl augment False True
     timeout 130 python3 tools/bench/physics.py --models humanoid --backends brax_physics,brax_mjx_env \
       --batches "${PROBE_BATCH:-1024}" --steps 20 --repeats 1 --timeout 64 --memory \
       | tee -a "$o/memory.jsonl" || true

@@ -8,56 +8,18 @@ below need no frame changes, so they reduce to masked sums (see `structure`).
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 from brax_math import com_inertia, inertia_mul, motion_cross, quat_to_mat, rotation_motion
-from jax.custom_derivatives import SymbolicZero
 from mujoco import mjtJoint
 
 from brax_physics._src import linalg
 from brax_physics._src.kinematics import Frames, assemble_rows
-from brax_physics._src.lowering import products, settings
-from brax_physics._src.lowering.settings import Lowering
+from brax_physics._src.lowering.products import mm as mm  # the tree's products (re-exported)
 from brax_physics._src.structure import structure
 from brax_physics._src.system import System
 from brax_physics._src.transmission import inherited
-
-
-def mm(a: jax.Array, b: jax.Array) -> jax.Array:
-    """Full-float32 matrix product (n, k) @ (k, m) or (k,), its form chosen by batch size
-    (`lowering.products`, by the settings in effect)."""
-    return _mm(settings.current(), a, b)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _mm(s: Lowering, a: jax.Array, b: jax.Array) -> jax.Array:
-    out: jax.Array = products.mm_fn(s)(a, b)
-    return out
-
-
-def _mm_jvp(
-    s: Lowering, primals: tuple[jax.Array, jax.Array], tangents: tuple[Any, Any]
-) -> tuple[jax.Array, jax.Array]:
-    """Product rule through plain dots: linear in the tangents, so reverse mode transposes it."""
-    a, b = primals
-    da, db = tangents
-    out = _mm(s, a, b)
-    # Most `a` are constant tree masks: a symbolic-zero tangent costs no product at all.
-    terms = []
-    if not isinstance(da, SymbolicZero):
-        terms.append(products.dot(da, b))
-    if not isinstance(db, SymbolicZero):
-        terms.append(products.dot(a, db))
-    if not terms:
-        return out, jnp.zeros_like(out)
-    return out, terms[0] if len(terms) == 1 else terms[0] + terms[1]
-
-
-_mm.defjvp(_mm_jvp, symbolic_zeros=True)
 
 
 def subtree_com(sys: System, xipos: jax.Array) -> jax.Array:

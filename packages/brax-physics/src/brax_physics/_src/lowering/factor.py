@@ -52,12 +52,10 @@ factor, n² for a triangular solve) is below it runs on the calling thread (a fa
 choice: above it calls can deadlock the pool)."""
 
 
+@functools.cache
 def _bind(fn: Callable[..., jax.Array], s: Lowering) -> Callable[..., jax.Array]:
     """`fn` with its settings bound, one object per (fn, s), so that a form is the same each trace."""
-    return _bound(fn, s)
-
-
-_bound: Final = functools.cache(functools.partial)
+    return functools.partial(fn, s)
 
 
 def _factor_columns(a: jax.Array) -> jax.Array:

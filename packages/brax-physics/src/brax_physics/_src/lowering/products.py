@@ -12,12 +12,14 @@ workspace buffer that does not shrink with the batch. On a CPU the dot is faster
 from __future__ import annotations
 
 import functools
-from typing import Final
+from typing import Any, Final
 
 import jax
 import jax.numpy as jnp
 from jax import custom_batching
+from jax.custom_derivatives import SymbolicZero
 
+from brax_physics._src.lowering import settings
 from brax_physics._src.lowering.settings import Lowering
 
 _HI: Final = jax.lax.Precision.HIGHEST
@@ -57,10 +59,10 @@ def mm_fn(s: Lowering) -> custom_batching.custom_vmap:
     """Full-float32 (n, k) @ (k, m) or (k,), in the form `s` picks for its size (a static choice)."""
 
     @custom_batching.custom_vmap
-    def mm(a: jax.Array, b: jax.Array) -> jax.Array:
+    def product(a: jax.Array, b: jax.Array) -> jax.Array:
         return (dot if _use_dot(s, 1, a.shape, b.shape) else _mul_sum)(a, b)
 
-    @mm.def_vmap
+    @product.def_vmap
     def _(axis_size: int, in_batched: list[bool], a: jax.Array, b: jax.Array) -> tuple[jax.Array, bool]:
         a_shape = a.shape[1:] if in_batched[0] else a.shape
         b_shape = b.shape[1:] if in_batched[1] else b.shape
@@ -75,4 +77,37 @@ def mm_fn(s: Lowering) -> custom_batching.custom_vmap:
                                                     **{name: fused for name in s.fused_platforms})
         return out, True
 
-    return mm
+    return product
+
+
+def mm(a: jax.Array, b: jax.Array) -> jax.Array:
+    """Full-float32 matrix product (n, k) @ (k, m) or (k,), its form chosen by batch size
+    (by the `Lowering` settings in effect)."""
+    return _mm(settings.current(), a, b)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _mm(s: Lowering, a: jax.Array, b: jax.Array) -> jax.Array:
+    out: jax.Array = mm_fn(s)(a, b)
+    return out
+
+
+def _mm_jvp(
+    s: Lowering, primals: tuple[jax.Array, jax.Array], tangents: tuple[Any, Any]
+) -> tuple[jax.Array, jax.Array]:
+    """Product rule through plain dots: linear in the tangents, so reverse mode transposes it."""
+    a, b = primals
+    da, db = tangents
+    out = _mm(s, a, b)
+    # Most `a` are constant tree masks: a symbolic-zero tangent costs no product at all.
+    terms = []
+    if not isinstance(da, SymbolicZero):
+        terms.append(dot(da, b))
+    if not isinstance(db, SymbolicZero):
+        terms.append(dot(a, db))
+    if not terms:
+        return out, jnp.zeros_like(out)
+    return out, terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+_mm.defjvp(_mm_jvp, symbolic_zeros=True)

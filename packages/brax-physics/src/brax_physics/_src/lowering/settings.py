@@ -1,4 +1,4 @@
-"""`Lowering`: how the physics is lowered for a platform, as one frozen value instead of module globals.
+"""`Lowering`: how the physics is lowered for each platform, as one frozen, typed value.
 
 Every field picks a form of the same computation (a factor written out or a library call, a work
 queue or a plain vmapped loop, a dot or a fused product); the results agree to float32 roundoff
