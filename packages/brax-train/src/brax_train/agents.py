@@ -16,7 +16,7 @@ import functools
 import importlib
 import pathlib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from brax_train.config import RunConfig
 
@@ -24,7 +24,11 @@ AGENTS: tuple[str, ...] = ("ppo", "sac", "apg", "es", "ars", "bc", "rppo")
 """Names of the agents (`brax-train train --agent NAME`, `meta["agent"]` of checkpoints)."""
 
 
-def _identity(c: Any) -> Any:
+C = TypeVar("C", bound=RunConfig)
+_T = TypeVar("_T")
+
+
+def _identity(c: _T) -> _T:
     """A config that needs no resolving."""
     return c
 
@@ -36,23 +40,23 @@ def _same_env(env: Any, settings: Mapping[str, Any]) -> Any:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class AgentSpec:
+class AgentSpec(Generic[C]):
     """What the runner's users (checkpoints, CLI) need of one agent."""
 
     name: str
     """The agent's name in `AGENTS`."""
-    config_class: type[RunConfig]
+    config_class: type[C]
     """Its config dataclass, the only place its defaults live."""
-    validate: Callable[[Any, int], None]
+    validate: Callable[[C, int], None]
     """`validate(config, device_count)`: raises a `ConfigError` naming every bad setting."""
-    env_steps_per_update: Callable[[Any], int]
+    env_steps_per_update: Callable[[C], int]
     """Environment steps one training step consumes under a config (at most, if `counts_env_steps`)."""
     train: Callable[..., Any]
     """`train(environment, config=None, **kwargs) -> runner.TrainResult`."""
     policy_from_checkpoint: Callable[[pathlib.Path, dict[str, Any], Any], tuple[Callable[..., Any], Any]]
     """`(step_dir, meta, network_factory) -> (make_policy, params)`, rebuilt from `meta` alone (its
     `checkpoint.NetworksCodec`)."""
-    resolve: Callable[[Any], Any] = _identity
+    resolve: Callable[[C], C] = _identity
     """A validated config in the runner's terms (e.g. `num_timesteps` from APG's `policy_updates`)."""
     counts_env_steps: bool = False
     """The agent counts the env steps each update consumed (its config module's `COUNTS_ENV_STEPS`;
@@ -63,7 +67,7 @@ class AgentSpec:
 
 
 @functools.cache
-def spec(name: str) -> AgentSpec:
+def spec(name: str) -> AgentSpec[Any]:
     """Agent `name`'s spec (its package's `SPEC`); `ValueError` naming the known agents for any other name."""
     if name not in AGENTS:
         raise ValueError(f"unknown agent {name!r}; known agents: {', '.join(AGENTS)}")

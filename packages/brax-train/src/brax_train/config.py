@@ -6,7 +6,7 @@ import dataclasses
 import difflib
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 import brax_envs
 
@@ -22,12 +22,12 @@ class ConfigError(ValueError):
     """Invalid or inconsistent settings; the message names every offending key and rule."""
 
 
-def is_int(v: Any) -> bool:
+def is_int(v: object) -> TypeGuard[int]:
     """An int that is not a bool."""
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def is_num(v: Any) -> bool:
+def is_num(v: object) -> TypeGuard[int | float]:
     """An int or float that is not a bool."""
     return isinstance(v, int | float) and not isinstance(v, bool)
 
@@ -48,7 +48,7 @@ class Check:
     show_type: bool = False
     """Messages show the value's type name rather than its repr."""
 
-    def accepts(self, value: Any) -> bool:
+    def accepts(self, value: object) -> bool:
         """Whether `value` (not None when `optional`) keeps the rule."""
         raise NotImplementedError
 
@@ -71,7 +71,7 @@ class Int(Check):
     ge: int
     optional: bool = False
 
-    def accepts(self, value: Any) -> bool:
+    def accepts(self, value: object) -> bool:
         return is_int(value) and value >= self.ge
 
     def expected(self) -> str:
@@ -91,7 +91,7 @@ class Num(Check):
     le: float | None = None
     optional: bool = False
 
-    def accepts(self, value: Any) -> bool:
+    def accepts(self, value: object) -> bool:
         if not is_num(value):
             return False
         return (
@@ -116,7 +116,7 @@ class Bool(Check):
 
     optional: bool = False
 
-    def accepts(self, value: Any) -> bool:
+    def accepts(self, value: object) -> bool:
         return isinstance(value, bool)
 
     def expected(self) -> str:
@@ -128,10 +128,10 @@ class OneOf(Check):
     """One of `choices`, after `canonical` (which may raise `ValueError` for a value it cannot read)."""
 
     choices: tuple[str, ...]
-    canonical: Callable[[Any], object] = str
+    canonical: Callable[[object], object] = str
     optional: bool = False
 
-    def accepts(self, value: Any) -> bool:
+    def accepts(self, value: object) -> bool:
         try:
             return self.canonical(value) in self.choices
         except ValueError:
@@ -150,7 +150,7 @@ class Function(Check):
     optional: bool = False
     show_type: bool = True
 
-    def accepts(self, value: Any) -> bool:
+    def accepts(self, value: object) -> bool:
         return callable(value) or (self.keywords_of is not None and isinstance(value, Mapping))
 
     def expected(self) -> str:
@@ -167,7 +167,7 @@ class Instance(Check):
     optional: bool = False
     show_type: bool = True
 
-    def accepts(self, value: Any) -> bool:
+    def accepts(self, value: object) -> bool:
         return isinstance(value, self.types)
 
     def expected(self) -> str:
@@ -178,11 +178,11 @@ class Instance(Check):
 class Satisfies(Check):
     """A rule of its own: `test(value)`, described as `description`."""
 
-    test: Callable[[Any], bool]
+    test: Callable[[object], bool]
     description: str
     optional: bool = False
 
-    def accepts(self, value: Any) -> bool:
+    def accepts(self, value: object) -> bool:
         return self.test(value)
 
     def expected(self) -> str:
@@ -205,7 +205,7 @@ def setting(default: T, check: Check) -> T:
     return dataclasses.field(default=default, metadata={_CHECK: check})
 
 
-def field_checks(cls: type[Any]) -> dict[str, Check]:
+def field_checks(cls: type[RunConfig]) -> dict[str, Check]:
     """The checks declared on `cls`'s fields, in field order; a subclass redeclaring a field's default
     without a check keeps the check of the class it inherits the field from."""
     found: dict[str, Check] = {}
