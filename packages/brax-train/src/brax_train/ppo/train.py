@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Self
 
 import brax_envs
 import brax_math
@@ -80,6 +80,13 @@ class _PPO:
     mesh: Mesh
     env_shardings: Any
     extra_fields: tuple[str, ...]
+
+    @classmethod
+    def of(cls, c: PPOConfig, setup: runner.Setup, net: ppo_networks.PPONetworks) -> Self:
+        """The pieces of a run of `c` with networks `net` on the runner's `setup` (optimizer from `c`)."""
+        extra = ("truncation", "episode_metrics", "episode_done", "time_out")
+        fields = tuple(k for k in extra if k in setup.state_shape.info)
+        return cls(c, setup.env, net, _optimizer(c), setup.mesh, setup.env_shardings, fields)
 
     def loss(self) -> Callable[..., tuple[jax.Array, dict[str, jax.Array]]]:
         """`loss(params, normalizer, data, key) -> (loss, metrics)` with this run's settings."""
@@ -214,19 +221,7 @@ def _make_agent(c: PPOConfig, setup: runner.Setup) -> runner.Agent[TrainingState
     net = networks.factory(c.network_factory, ppo_networks.make_ppo_networks)(
         obs_size, setup.env.action_size, preprocess_observations_fn=preprocess
     )
-    optimizer = _optimizer(c)
-    extra: Sequence[str] = ("truncation", "episode_metrics", "episode_done", "time_out")
-    ppo = _PPO(
-        c,
-        setup.env,
-        net,
-        optimizer,
-        setup.mesh,
-        setup.env_shardings,
-        tuple(k for k in extra if k in setup.state_shape.info),
-    )
-
-    return _agent(c, ppo, obs_size, {"agent": "ppo"})
+    return _agent(c, _PPO.of(c, setup, net), obs_size, {"agent": "ppo"})
 
 
 def _agent(

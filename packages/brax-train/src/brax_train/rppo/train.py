@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from brax_train import networks, runner
 from brax_train.ppo import losses
 from brax_train.ppo import networks as ppo_networks
-from brax_train.ppo.train import _PPO, TrainingState, _agent, _optimizer
+from brax_train.ppo.train import _PPO, TrainingState, _agent
 from brax_train.ppo.train import env_steps_per_update as _ppo_env_steps_per_update
 from brax_train.rppo import networks as rppo_networks
 from brax_train.rppo.config import RPPOConfig, merge, validate
@@ -83,19 +83,7 @@ def _make_networks(c: RPPOConfig, setup: runner.Setup) -> rppo_networks.RPPONetw
 
 def _make_agent(c: RPPOConfig, setup: runner.Setup) -> runner.Agent[TrainingState, ppo_networks.PPOParams]:
     """RPPO's `(init, update)` pair for the runner's wrapped (memory-carrying) training environment."""
-    net = _make_networks(c, setup)
-    optimizer = _optimizer(c)
-    extra = ("truncation", "episode_metrics", "episode_done", "time_out")
-    core = _RPPO(
-        c,
-        setup.env,
-        net,
-        optimizer,
-        setup.mesh,
-        setup.env_shardings,
-        tuple(k for k in extra if k in setup.state_shape.info),
-    )
-
+    core = _RPPO.of(c, setup, _make_networks(c, setup))
     return _agent(c, core, setup.observation_size, {"agent": "rppo", "hidden_size": c.hidden_size})
 
 
