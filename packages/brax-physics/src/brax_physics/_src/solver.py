@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import custom_batching
 
-from brax_physics._src import linalg, platforms
+from brax_physics._src import linalg
 from brax_physics._src.lowering import newton
 from brax_physics._src.lowering.settings import DEFAULT, Lowering
 
@@ -825,28 +825,8 @@ def _compact_newton_fn(cfg: Config) -> custom_batching.custom_vmap:
             return jnp.concatenate([out[:nv], jar])
         return run
 
-    def switch(p: Problem, w: jax.Array) -> jax.Array:
-        branches = [solve_tier(t) for t in range(len(smalls))] + [full]
-        out: jax.Array = jax.lax.switch(_tier(plan, p), branches, p, w)
-        return out
-
-    @custom_batching.custom_vmap
-    def newton(p: Problem, w: jax.Array) -> jax.Array:
-        return platforms.defer(switch, p, w)  # as `_newton_fn`'s
-
-    @newton.def_vmap
-    def _(axis_size: int, in_batched: list[object], p: Problem, w: jax.Array) -> tuple[jax.Array, bool]:
-        def bcast(a: jax.Array, batched: bool) -> jax.Array:
-            return a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
-
-        p, w = jax.tree.map(bcast, (p, w), tuple(in_batched))
-        if w.ndim != 2:  # nested batching: a batched tier index would run every branch
-            return jax.vmap(full)(p, w), True
-        branches = [jax.vmap(solve_tier(t)) for t in range(len(smalls))] + [jax.vmap(full)]
-        tier = jnp.max(jax.vmap(functools.partial(_tier, plan))(p))  # unbatched: one branch runs
-        return jax.lax.switch(tier, branches, p, w), True
-
-    return newton
+    tiers = [solve_tier(t) for t in range(len(smalls))]
+    return newton.tiered([*tiers, full], functools.partial(_tier, plan))
 
 
 def _newton(cfg: Config, p: Problem, x_warm: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -79,8 +79,43 @@ class _PairParams(NamedTuple):
     gap: jax.Array
 
 
-def _mix(sys: System, g: PairGroup) -> _PairParams:
-    """MuJoCo's contact parameters of a group's pairs from the current leaves (mj_contactParam).
+class _AllPairs(NamedTuple):
+    """The groups' pairs side by side (static numpy, (npair_total,) each) and where each group and
+    each contact slot starts: the per-pair work runs once over all groups, not once per group."""
+
+    geom1: np.ndarray
+    geom2: np.ndarray
+    winner: np.ndarray
+    pair_id: np.ndarray
+    condim: np.ndarray
+    on_plane: np.ndarray
+    """Whether the pair's geom1 is a plane (the bounding-sphere filter's plane test)."""
+    bounds: tuple[tuple[int, int], ...]
+    """Each group's [start, end) in the pair arrays."""
+    slot: np.ndarray
+    """(ncon,) the pair (index into the arrays) of every contact slot, groups in order."""
+
+
+def _all_pairs(groups: tuple[PairGroup, ...]) -> _AllPairs:
+    """`groups` flattened into one set of pairs (`_AllPairs`)."""
+    ends = np.cumsum([g.npair for g in groups], dtype=np.int64)
+    starts = ends - np.asarray([g.npair for g in groups], np.int64)
+
+    def cat(arrays: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(arrays).astype(np.int32) if arrays else np.zeros(0, np.int32)
+
+    slot = cat([start + np.repeat(np.arange(g.npair), g.ncon_per_pair)
+                for g, start in zip(groups, starts, strict=True)])
+    return _AllPairs(cat([g.geom1 for g in groups]), cat([g.geom2 for g in groups]),
+                     cat([g.winner for g in groups]), cat([g.pair_id for g in groups]),
+                     cat([g.condim for g in groups]),
+                     np.concatenate([np.full(g.npair, g.type1 == mjtGeom.mjGEOM_PLANE) for g in groups])
+                     if groups else np.zeros(0, bool),
+                     tuple((int(a), int(b)) for a, b in zip(starts, ends, strict=True)), slot)
+
+
+def _mix(sys: System, g: _AllPairs) -> _PairParams:
+    """MuJoCo's contact parameters of the pairs from the current leaves (mj_contactParam).
 
     Explicit `<pair>`s take their own `pair_*` values; geom pairs take the higher-priority geom's
     friction, solref and solimp, or at equal priority the element-wise maximum friction and the
@@ -123,7 +158,7 @@ def _mix(sys: System, g: PairGroup) -> _PairParams:
                          for a, b in zip(params, pair, strict=True)))
 
 
-def _sphere_filtered(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat: jax.Array,
+def _sphere_filtered(sys: System, g: _AllPairs, geom_xpos: jax.Array, geom_xmat: jax.Array,
                      bound: jax.Array) -> jax.Array:
     """(npair,) bool: MuJoCo's bounding-sphere filter (mj_filterSphere) skips the pair.
 
@@ -136,9 +171,9 @@ def _sphere_filtered(sys: System, g: PairGroup, geom_xpos: jax.Array, geom_xmat:
     reach = rb1 + rb2 + bound
     far = jnp.sum((x1 - x2) ** 2, axis=-1) > reach * reach
     out = jnp.where((rb1 > 0) & (rb2 > 0), far, False)
-    if g.type1 == mjtGeom.mjGEOM_PLANE:
+    if np.any(g.on_plane):
         height = jnp.sum((x2 - x1) * geom_xmat[g.geom1][:, :, 2], axis=-1)
-        out = out | ((rb1 <= 0) & (rb2 > 0) & (height > bound + rb2))
+        out = out | (jnp.asarray(g.on_plane) & (rb1 <= 0) & (rb2 > 0) & (height > bound + rb2))
     return out
 
 
@@ -164,9 +199,8 @@ def _convex_search(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array, dete
     return {gi: tuple(x[end - g.npair:end] for x in found) for (gi, g), end in zip(chosen, ends, strict=True)}
 
 
-def _slot_parameters(g: PairGroup, prm: _PairParams) -> dict[str, jax.Array]:
-    """The position-independent `Contact` fields of a group's slots (each pair's, repeated per slot)."""
-    slot = np.repeat(np.arange(g.npair), g.ncon_per_pair)
+def _slot_parameters(prm: _PairParams, slot: np.ndarray) -> dict[str, jax.Array]:
+    """The position-independent `Contact` fields of the slots (each one its pair's, `slot` (ncon,))."""
     return {"includemargin": prm.margin[slot], "friction": prm.friction[slot], "solref": prm.solref[slot],
             "solreffriction": prm.solreffriction[slot], "solimp": prm.solimp[slot]}
 
@@ -178,8 +212,8 @@ def with_parameters(sys: System, contact: Contact) -> Contact:
     groups = sys.contact_pairs.groups
     if not groups:
         return contact
-    parts = [_slot_parameters(g, _mix(sys, g)) for g in groups]
-    return dataclasses.replace(contact, **{k: jnp.concatenate([p[k] for p in parts]) for k in parts[0]})
+    pairs = _all_pairs(groups)
+    return dataclasses.replace(contact, **_slot_parameters(_mix(sys, pairs), pairs.slot))
 
 
 def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
@@ -192,17 +226,20 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
     dtype = geom_xpos.dtype
     geom_size = sys.geom_size
     groups = sys.contact_pairs.groups
-    prms = [_mix(sys, g) for g in groups]
+    pairs = _all_pairs(groups)
+    prm = _mix(sys, pairs)
     # Colliders cap their contact count with MuJoCo's detection threshold margin + gap.
-    detects = [prm.margin + prm.gap for prm in prms]
-    skips = [_sphere_filtered(sys, g, geom_xpos, geom_xmat, d) for g, d in zip(groups, detects, strict=True)]
+    detect_all = prm.margin + prm.gap
+    skip_all = _sphere_filtered(sys, pairs, geom_xpos, geom_xmat, detect_all)
+    detects = [detect_all[a:b] for a, b in pairs.bounds]
+    skips = [skip_all[a:b] for a, b in pairs.bounds]
     convex = _convex_search(sys, geom_xpos, geom_xmat, detects, skips)
     on_hfield = [gi for gi, g in enumerate(groups) if g.type1 == hfield.HFIELD and g.type2 != mesh.MESH]
     terrain = dict(zip(on_hfield, hfield.collide_primitive_pairs(
         sys, [groups[gi] for gi in on_hfield], geom_xpos, geom_xmat, [detects[gi] for gi in on_hfield],
         [skips[gi] for gi in on_hfield]), strict=True))
     parts: list[dict[str, jax.Array]] = []
-    for gi, (g, prm, detect, skip) in enumerate(zip(groups, prms, detects, skips, strict=True)):
+    for gi, (g, detect, skip) in enumerate(zip(groups, detects, skips, strict=True)):
         k = g.ncon_per_pair
         i1, i2 = g.geom1, g.geom2
         if gi in convex:  # the general convex collider's search is done: add the gradients
@@ -236,24 +273,14 @@ def collide(sys: System, geom_xpos: jax.Array, geom_xmat: jax.Array) -> Contact:
                 geom_xpos[i2], geom_xmat[i2], geom_size[i2], detect,
             )
         n = g.npair * k
-        slot = np.repeat(np.arange(g.npair), k)  # pair of every slot
-
-        def rep(x: np.ndarray, slot: np.ndarray = slot) -> jax.Array:
-            return jnp.asarray(x[slot], jnp.int32)
-
-        dist = dist.reshape(n)
-        parts.append({
-            "dist": dist,
-            "pos": pos.reshape(n, 3),
-            "frame": frame.reshape(n, 3, 3),
-            "geom1": rep(g.geom1),
-            "geom2": rep(g.geom2),
-            **_slot_parameters(g, prm),
-            "dim": rep(g.condim),
-            "active": (dist < prm.margin[slot]) & ~skip[slot],
-        })
+        parts.append({"dist": dist.reshape(n), "pos": pos.reshape(n, 3), "frame": frame.reshape(n, 3, 3)})
     if parts:
         cat = {key: jnp.concatenate([p[key] for p in parts]) for key in parts[0]}
+        slot = pairs.slot
+        cat.update(
+            geom1=jnp.asarray(pairs.geom1[slot]), geom2=jnp.asarray(pairs.geom2[slot]),
+            dim=jnp.asarray(pairs.condim[slot]), active=(cat["dist"] < prm.margin[slot]) & ~skip_all[slot],
+            **_slot_parameters(prm, slot))
     else:
         shapes = {
             "dist": (), "pos": (3,), "frame": (3, 3), "geom1": (), "geom2": (), "includemargin": (),

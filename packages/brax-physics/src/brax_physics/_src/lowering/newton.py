@@ -11,8 +11,9 @@ trips for work: it spreads the batch's iterations over fewer slots than problems
 trips than the plain loop's slowest problem. A CPU's time follows the work; a GPU's step at RL
 batch sizes follows its kernel launches and each trip's host synchronization.
 
-Compaction budgets (`tier_budgets`): how many of a group's contact or limit units the compacted
-solve holds (see `solver._Compaction`).
+Compaction: the solve on the smallest budget tier that holds the active rows (`tiered`), and the
+budgets (`tier_budgets`): how many of a group's contact or limit units a tier holds (see
+`solver._Compaction`).
 """
 
 from __future__ import annotations
@@ -228,6 +229,34 @@ def batched(s: Lowering, loop: Loop) -> custom_batching.custom_vmap:
             return plain(p, w), True  # small batches: the plain vmapped loop
         queued = functools.partial(_queued, loop, slots=queue_slots(s, axis_size, loop.iterations))
         return platforms.choose(plain, dict.fromkeys(s.queue_platforms, queued), p, w), True
+
+    return solve
+
+
+def tiered(solves: list[Callable[[Any, jax.Array], jax.Array]],
+           tier: Callable[[Any], jax.Array]) -> custom_batching.custom_vmap:
+    """`solves[tier(p)](p, w)`, the last of `solves` the full solve. Under vmap the batch takes the
+    batch's largest tier, unbatched, so one branch runs (a batched index would run every branch)."""
+    full = solves[-1]
+
+    def switch(p: Any, w: jax.Array) -> jax.Array:
+        out: jax.Array = jax.lax.switch(tier(p), solves, p, w)
+        return out
+
+    @custom_batching.custom_vmap
+    def solve(p: Any, w: jax.Array) -> jax.Array:
+        return platforms.defer(switch, p, w)  # as `batched`'s
+
+    @solve.def_vmap
+    def _(axis_size: int, in_batched: list[object], p: Any, w: jax.Array) -> tuple[jax.Array, bool]:
+        def bcast(a: jax.Array, batched: bool) -> jax.Array:
+            return a if batched else jnp.broadcast_to(a, (axis_size, *a.shape))
+
+        p, w = jax.tree.map(bcast, (p, w), tuple(in_batched))
+        if w.ndim != 2:  # nested batching: a batched tier index would run every branch
+            return jax.vmap(full)(p, w), True
+        top = jnp.max(jax.vmap(tier)(p))  # unbatched: one branch runs
+        return jax.lax.switch(top, [jax.vmap(s) for s in solves], p, w), True
 
     return solve
 
