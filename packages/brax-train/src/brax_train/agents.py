@@ -16,7 +16,7 @@ import functools
 import importlib
 import pathlib
 from collections.abc import Callable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from brax_train.config import RunConfig
 
@@ -39,6 +39,15 @@ def _same_env(env: Any, settings: Mapping[str, Any]) -> Any:
     return env
 
 
+class PolicyFromCheckpoint(Protocol):
+    """`(step_dir, meta, network_factory=None) -> (make_policy, params)` (a `checkpoint.NetworksCodec`'s)."""
+
+    def __call__(
+        self, step_dir: pathlib.Path, meta: dict[str, Any],
+        network_factory: Callable[..., Any] | None = None, /,
+    ) -> tuple[Callable[..., Any], Any]: ...
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AgentSpec(Generic[C]):
     """What the runner's users (checkpoints, CLI) need of one agent."""
@@ -53,7 +62,7 @@ class AgentSpec(Generic[C]):
     """Environment steps one training step consumes under a config (at most, if `counts_env_steps`)."""
     train: Callable[..., Any]
     """`train(environment, config=None, **kwargs) -> runner.TrainResult`."""
-    policy_from_checkpoint: Callable[[pathlib.Path, dict[str, Any], Any], tuple[Callable[..., Any], Any]]
+    policy_from_checkpoint: PolicyFromCheckpoint
     """`(step_dir, meta, network_factory) -> (make_policy, params)`, rebuilt from `meta` alone (its
     `checkpoint.NetworksCodec`)."""
     resolve: Callable[[C], C] = _identity
@@ -77,4 +86,4 @@ def spec(name: str) -> AgentSpec[Any]:
     return found
 
 
-__all__ = ["AGENTS", "AgentSpec", "spec"]
+__all__ = ["AGENTS", "AgentSpec", "PolicyFromCheckpoint", "spec"]

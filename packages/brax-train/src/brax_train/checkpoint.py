@@ -19,14 +19,17 @@ import logging
 import os
 import pathlib
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import brax_io
 import jax
 import orbax.checkpoint as ocp  # type: ignore[import-untyped]  # orbax ships no py.typed
 
 from brax_train import agents, networks, running_statistics
+from brax_train.config import RunConfig
 from brax_train.types import Policy
+
+C = TypeVar("C", bound=RunConfig)
 
 logger = logging.getLogger("brax_train.checkpoint")
 
@@ -297,6 +300,18 @@ class NetworksCodec:
         net = rebuild_networks(step_dir, meta, factory, self.from_description, self.agent)
         params = restore_item(step_dir, "params", self.params_target(net, meta))
         return self.make_inference_fn(net, **self.inference_options(meta)), params
+
+    def spec(
+        self, config_class: type[C], validate: Callable[[C, int], None], train: Callable[..., Any],
+        env_steps_per_update: Callable[[C], int], **options: Any,
+    ) -> agents.AgentSpec[C]:
+        """The agent's `agents.AgentSpec`, named as this codec and restoring its policies by it;
+        `options` are the spec's optional fields (`resolve`, `counts_env_steps`, `policy_env`)."""
+        return agents.AgentSpec(
+            name=self.agent, config_class=config_class, validate=validate, train=train,
+            env_steps_per_update=env_steps_per_update, policy_from_checkpoint=self.policy_from_checkpoint,
+            **options,
+        )
 
 
 class LoadedCheckpoint(NamedTuple):

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from brax_train import agents, checkpoint
+from brax_train import checkpoint
 from brax_train.apg import config, networks, train
 
 CODEC = checkpoint.NetworksCodec(
     "apg", networks.networks_from_description, networks.APGParams, networks.make_inference_fn,
 )
 """How APG's networks and parameters come back from a checkpoint."""
-policy_from_checkpoint = CODEC.policy_from_checkpoint
-SPEC = agents.AgentSpec(
-    name="apg", config_class=config.APGConfig, validate=config.validate, train=train.train,
-    env_steps_per_update=config.env_steps_per_update, policy_from_checkpoint=policy_from_checkpoint,
-    resolve=config.resolve,
+SPEC = CODEC.spec(
+    config.APGConfig, config.validate, train.train, config.env_steps_per_update, resolve=config.resolve,
 )
 """APG: what checkpoints and the CLI use (`agents.spec("apg")`)."""
+policy_from_checkpoint = SPEC.policy_from_checkpoint
 
 __all__ = ["CODEC", "SPEC", "policy_from_checkpoint"]

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from brax_train import agents, checkpoint
+from brax_train import checkpoint
 from brax_train.ars import config, networks, train
 
 CODEC = checkpoint.NetworksCodec(
     "ars", networks.network_from_description, networks.ARSParams, networks.make_inference_fn,
 )
 """How ARS's networks and parameters come back from a checkpoint."""
-policy_from_checkpoint = CODEC.policy_from_checkpoint
-SPEC = agents.AgentSpec(
-    name="ars", config_class=config.ARSConfig, validate=config.validate, train=train.train,
-    env_steps_per_update=config.env_steps_per_update, policy_from_checkpoint=policy_from_checkpoint,
-    counts_env_steps=True,
+SPEC = CODEC.spec(
+    config.ARSConfig, config.validate, train.train, config.env_steps_per_update, counts_env_steps=True,
 )
 """ARS: what checkpoints and the CLI use (`agents.spec("ars")`)."""
+policy_from_checkpoint = SPEC.policy_from_checkpoint
 
 __all__ = ["CODEC", "SPEC", "policy_from_checkpoint"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from brax_train import agents, checkpoint
+from brax_train import checkpoint
 from brax_train.bc import config, networks, train
 
 
@@ -18,12 +18,10 @@ CODEC = checkpoint.NetworksCodec(
     inference_options=_inference_options,
 )
 """How BC's networks and parameters come back from a checkpoint."""
-policy_from_checkpoint = CODEC.policy_from_checkpoint
-SPEC = agents.AgentSpec(
-    name="bc", config_class=config.BCConfig, validate=config.validate, train=train.train,
-    env_steps_per_update=config.env_steps_per_update, policy_from_checkpoint=policy_from_checkpoint,
-    resolve=config.resolve,
+SPEC = CODEC.spec(
+    config.BCConfig, config.validate, train.train, config.env_steps_per_update, resolve=config.resolve,
 )
 """BC: what checkpoints and the CLI use (`agents.spec("bc")`)."""
+policy_from_checkpoint = SPEC.policy_from_checkpoint
 
 __all__ = ["CODEC", "SPEC", "policy_from_checkpoint"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from brax_train import agents, checkpoint
+from brax_train import checkpoint
 from brax_train.ppo import networks as ppo_networks
 from brax_train.rppo import config, memory, networks, train
 
@@ -30,12 +30,10 @@ CODEC = checkpoint.NetworksCodec(
     adapt_factory=_adapt_factory,
 )
 """How RPPO's networks and parameters come back from a checkpoint (PPO's parameters, its factory form)."""
-policy_from_checkpoint = CODEC.policy_from_checkpoint
-SPEC = agents.AgentSpec(
-    name="rppo", config_class=config.RPPOConfig, validate=config.validate, train=train.train,
-    env_steps_per_update=train.env_steps_per_update, policy_from_checkpoint=policy_from_checkpoint,
-    policy_env=memory.policy_env,
+SPEC = CODEC.spec(
+    config.RPPOConfig, config.validate, train.train, train.env_steps_per_update, policy_env=memory.policy_env,
 )
 """RPPO: what checkpoints and the CLI use (`agents.spec("rppo")`)."""
+policy_from_checkpoint = SPEC.policy_from_checkpoint
 
 __all__ = ["CODEC", "SPEC", "policy_from_checkpoint"]
