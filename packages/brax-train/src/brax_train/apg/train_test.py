@@ -14,6 +14,7 @@ from brax_envs import wrappers
 from brax_envs.envs.fast import Fast
 
 from brax_train import checkpoint, running_statistics
+from brax_train._testing import assert_same_actions, fast, leaves_equal, on_both_devices, resumed_is_bit_exact
 from brax_train.apg import (
     APGConfig,
     APGConfigError,
@@ -39,17 +40,6 @@ BASE: dict[str, Any] = dict(
 )
 STEP = 8 * 16  # env steps per policy update: num_envs * horizon_length
 LEARN: dict[str, Any] = {**BASE, "truncation_length": 8}
-
-
-def fast() -> brax_envs.Env:
-    return brax_envs.get_environment("fast")
-
-
-def leaves_equal(a: Any, b: Any) -> bool:
-    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-    return len(la) == len(lb) and all(
-        np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True)
-    )
 
 
 # ---- validation -----------------------------------------------------------------------------------------
@@ -223,11 +213,8 @@ def test_checkpoint_rebuilds_the_policy_from_the_directory_alone(learned: dict[s
     assert meta["network"]["kwargs"]["activation"] == "jax.nn.elu"
     make_policy, params = policy_from_checkpoint(step_dir, meta)
     obs = jax.random.normal(jax.random.PRNGKey(1), (7, 2))
-    want, _ = learned["result"].make_policy(learned["result"].params, deterministic=True)(
-        obs, jax.random.PRNGKey(0)
-    )
-    got, _ = make_policy(params, deterministic=True)(obs, jax.random.PRNGKey(0))
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    want = learned["result"].make_policy(learned["result"].params, deterministic=True)
+    assert_same_actions(make_policy(params, deterministic=True), want, obs)
 
 
 def test_policy_from_checkpoint_refuses_another_agent(learned: dict[str, Any]) -> None:
@@ -250,13 +237,11 @@ def runs(learned: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_resume_is_bit_exact(learned: dict[str, Any], runs: dict[str, Any]) -> None:
-    assert not leaves_equal(learned["result"].params, runs["full"].params)
-    assert leaves_equal(runs["resumed"].params, runs["full"].params)
+    assert resumed_is_bit_exact(learned["result"].params, runs["full"].params, runs["resumed"].params)
 
 
 def test_trains_on_both_forced_devices(runs: dict[str, Any]) -> None:
-    assert jax.local_device_count() == 2
-    assert all(len(x.sharding.device_set) == 2 for x in jax.tree.leaves(runs["full"].params))
+    assert on_both_devices(runs["full"].params)
 
 
 class _NaNGradient(Fast):

@@ -6,13 +6,13 @@ import dataclasses
 import math
 from typing import Any
 
-import brax_envs
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from brax_train import agents, checkpoint, running_statistics
+from brax_train._testing import assert_same_actions, fast, leaves_equal
 from brax_train.ars import (
     ARSConfig,
     ARSConfigError,
@@ -36,17 +36,6 @@ BASE: dict[str, Any] = dict(
     normalize_observations=True,
 )
 STEP = 2 * 8 * 50  # env steps per generation: 2 * number_of_directions rollouts of episode_length steps
-
-
-def fast() -> brax_envs.Env:
-    return brax_envs.get_environment("fast")
-
-
-def leaves_equal(a: Any, b: Any) -> bool:
-    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-    return len(la) == len(lb) and all(
-        np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True)
-    )
 
 
 # ---- the update ---------------------------------------------------------------------------------------
@@ -186,20 +175,12 @@ def test_checkpoint_rebuilds_the_policy(runs: dict[str, Any]) -> None:
     make_policy, params = policy_from_checkpoint(step_dir, meta)
     assert leaves_equal(params, runs["a"].params)
     obs = 3.0 * jax.random.normal(jax.random.PRNGKey(1), (7, 2))
-    expected, _ = runs["a"].make_policy(runs["a"].params)(obs, jax.random.PRNGKey(0))
-    got, _ = make_policy(params, deterministic=True)(obs, jax.random.PRNGKey(0))
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+    assert_same_actions(make_policy(params, deterministic=True), runs["a"].make_policy(runs["a"].params), obs)
 
 
-def test_checkpoint_load_policy_dispatches_on_the_agent(
-    runs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    if "ars" not in agents.AGENTS:  # until the registry lists this agent
-        monkeypatch.setattr(agents, "AGENTS", (*agents.AGENTS, "ars"))
-    policy = checkpoint.load_policy(runs["root"])
+def test_checkpoint_load_policy_dispatches_on_the_agent(runs: dict[str, Any]) -> None:
     obs = jax.random.normal(jax.random.PRNGKey(2), (5, 2))
-    expected, _ = runs["a"].make_policy(runs["a"].params)(obs, jax.random.PRNGKey(0))
-    np.testing.assert_array_equal(np.asarray(policy(obs, jax.random.PRNGKey(0))[0]), np.asarray(expected))
+    assert_same_actions(checkpoint.load_policy(runs["root"]), runs["a"].make_policy(runs["a"].params), obs)
 
 
 def test_nan_guard_names_step_quantity_and_checkpoint(runs: dict[str, Any]) -> None:
@@ -218,7 +199,7 @@ def test_nan_guard_names_step_quantity_and_checkpoint(runs: dict[str, Any]) -> N
 
 def test_exposes_what_the_agent_registry_reads() -> None:
     """`brax_train.agents.spec("ars")` is the package's explicit `SPEC`."""
-    from brax_train import agents, ars
+    from brax_train import ars
     from brax_train.ars import config as ars_config
 
     assert ars.ARSConfig is ARSConfig and ars_config.validate is not None

@@ -13,6 +13,7 @@ import pytest
 from brax_envs.envs.fast import Fast
 
 from brax_train import checkpoint, ppo, running_statistics
+from brax_train._testing import assert_same_actions, fast, leaves_equal, on_both_devices, resumed_is_bit_exact
 from brax_train.bc import (
     BCConfig,
     BCConfigError,
@@ -44,17 +45,6 @@ def teacher(obs: jax.Array, key: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
     """A PD controller that drives `fast`'s point mass to its target at 1."""
     del key
     return jnp.clip(3.0 * (1.0 - obs[..., :1]) - 2.0 * obs[..., 1:2], -1.0, 1.0), {}
-
-
-def fast() -> brax_envs.Env:
-    return brax_envs.get_environment("fast")
-
-
-def leaves_equal(a: Any, b: Any) -> bool:
-    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-    return len(la) == len(lb) and all(
-        np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True)
-    )
 
 
 @jax.jit
@@ -193,9 +183,7 @@ def test_policy_params_fn_and_checkpoint(learned: dict[str, Any]) -> None:
     assert meta["agent"] == "bc" and meta["tanh_squash"] is True and meta["teacher"]["checkpoint"] is None
     make_policy, params = policy_from_checkpoint(step_dir, meta)
     obs = grid_obs()
-    want, _ = learned["result"].make_policy(learned["result"].params)(obs, jax.random.PRNGKey(0))
-    got, _ = make_policy(params)(obs, jax.random.PRNGKey(0))
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert_same_actions(make_policy(params), learned["result"].make_policy(learned["result"].params), obs)
     with pytest.raises(checkpoint.CheckpointMismatchError, match="not 'bc'"):
         policy_from_checkpoint(step_dir, {**meta, "agent": "apg"})
 
@@ -291,13 +279,11 @@ def runs(learned: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_resume_is_bit_exact(learned: dict[str, Any], runs: dict[str, Any]) -> None:
-    assert not leaves_equal(learned["result"].params, runs["full"].params)
-    assert leaves_equal(runs["resumed"].params, runs["full"].params)
+    assert resumed_is_bit_exact(learned["result"].params, runs["full"].params, runs["resumed"].params)
 
 
 def test_trains_on_both_forced_devices(runs: dict[str, Any]) -> None:
-    assert jax.local_device_count() == 2
-    assert all(len(x.sharding.device_set) == 2 for x in jax.tree.leaves(runs["full"].params))
+    assert on_both_devices(runs["full"].params)
 
 
 def test_nan_guard_names_the_loss(learned: dict[str, Any]) -> None:

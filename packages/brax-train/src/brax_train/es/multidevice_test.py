@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
+
+from brax_train import _testing
 
 SCRIPT = textwrap.dedent("""
     import json
@@ -44,19 +42,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_one_and_two_devices_match_and_populations_must_divide() -> None:
-    env = dict(os.environ)
-    # LLVM optimization level 0: this test checks results, not speed, and compiles faster
-    # the suite's compile flags (conftest.py) with this test's device count
-    kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
-    env["XLA_FLAGS"] = " ".join([*kept, "--xla_force_host_platform_device_count=4"])
-    env["JAX_PLATFORMS"] = "cpu"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(line for line in proc.stdout.splitlines() if line.startswith("RESULT"))
-    out = json.loads(line.removeprefix("RESULT"))
+    out = _testing.run_script(SCRIPT, devices=4)
     es_error, ars_error = out["errors"]
     assert "population_size (3) does not divide across the 4 devices used" in es_error
     assert "number_of_directions (3) does not divide across the 4 devices used" in ars_error

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
+
+from brax_train import _testing
 
 SCRIPT = textwrap.dedent("""
     import json
@@ -38,18 +36,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_one_two_four_devices_match() -> None:
-    env = dict(os.environ)
-    # the suite's compile flags (conftest.py) with this test's device count
-    kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
-    env["XLA_FLAGS"] = " ".join([*kept, "--xla_force_host_platform_device_count=4"])
-    env["JAX_PLATFORMS"] = "cpu"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = next(line for line in proc.stdout.splitlines() if line.startswith("RESULT"))
-    out = {int(k): v for k, v in json.loads(line.removeprefix("RESULT")).items()}
+    out = {int(k): v for k, v in _testing.run_script(SCRIPT, devices=4).items()}
     for n in (2, 4):
         for a, b in zip(out[1], out[n], strict=True):
             np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-4, atol=1e-6)

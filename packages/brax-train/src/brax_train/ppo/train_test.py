@@ -17,6 +17,7 @@ import onnxruntime  # type: ignore[import-untyped]  # ships no py.typed
 import pytest
 
 from brax_train import checkpoint, export
+from brax_train._testing import PPO_ON_FAST, Untouchable, assert_same_actions, fast, leaves_equal
 from brax_train.ppo import (
     NonFiniteError,
     PPOConfig,
@@ -30,21 +31,7 @@ from brax_train.ppo import (
 SMALL_NETS = functools.partial(
     make_ppo_networks, policy_hidden_layer_sizes=(16, 16), value_hidden_layer_sizes=(16, 16)
 )
-BASE: dict[str, Any] = dict(
-    episode_length=100,
-    num_envs=16,
-    batch_size=16,
-    num_minibatches=4,
-    unroll_length=10,
-    num_updates_per_batch=2,
-    num_eval_envs=4,
-    learning_rate=1e-2,
-    entropy_cost=1e-3,
-    discounting=0.95,
-    normalize_observations=True,
-    network_factory=SMALL_NETS,
-    deterministic_eval=True,
-)
+BASE: dict[str, Any] = {**PPO_ON_FAST, "network_factory": SMALL_NETS}
 STEP = 16 * 10 * 4  # env steps per training step: batch_size * unroll_length * num_minibatches
 # `fast` learns reliably without observation normalization and with a long horizon (Google Brax's
 # PPO behaves the same on it: with normalization its progress is much slower).
@@ -60,17 +47,6 @@ LEARN: dict[str, Any] = {
     "num_eval_envs": 16,
 }
 LEARN_STEP = 16 * 20 * 4
-
-
-def fast() -> brax_envs.Env:
-    return brax_envs.get_environment("fast")
-
-
-def leaves_equal(a: Any, b: Any) -> bool:
-    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-    return len(la) == len(lb) and all(
-        np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True)
-    )
 
 
 # ---- validation ---------------------------------------------------------------------------------------
@@ -161,17 +137,6 @@ def test_policy_params_fn_gets_ppo_params(learned: dict[str, Any]) -> None:
 
 
 def test_training_metrics_without_eval_env() -> None:
-    class Exploding(brax_envs.Env):
-        def reset(self, rng: jax.Array) -> brax_envs.State:
-            raise AssertionError("the eval env must not be built")
-
-        def step(self, state: brax_envs.State, action: jax.Array) -> brax_envs.State:
-            raise AssertionError("the eval env must not be built")
-
-        @property
-        def action_size(self) -> int:
-            return 1
-
     reports: list[tuple[int, dict[str, float]]] = []
     train(
         fast(),
@@ -180,7 +145,7 @@ def test_training_metrics_without_eval_env() -> None:
         num_evals=0,
         log_training_metrics=True,
         training_metrics_steps=2 * STEP,
-        eval_env=Exploding(),
+        eval_env=Untouchable("the eval env must not be built"),
         learning_rate_schedule="ADAPTIVE_KL",
         desired_kl=1e-4,
         progress_fn=lambda s, m: reports.append((s, dict(m))),
@@ -244,9 +209,7 @@ def test_load_policy_from_checkpoint_alone(runs: dict[str, Any]) -> None:
     policy = checkpoint.load_policy(runs["root"] / "a", deterministic=True)
     make_policy, params, _ = runs["a"]
     obs = jax.random.normal(jax.random.PRNGKey(1), (7, 2))
-    expected, _ = make_policy(params, deterministic=True)(obs, jax.random.PRNGKey(0))
-    got, _ = policy(obs, jax.random.PRNGKey(0))
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+    assert_same_actions(policy, make_policy(params, deterministic=True), obs)
 
 
 def _copy_run(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
@@ -393,9 +356,7 @@ def test_dict_observations_train_and_checkpoint(tmp_path: pathlib.Path) -> None:
     assert set(params.normalizer.mean) == {"state", "privileged_state"}
     assert params.value["params"]["hidden_0"]["kernel"].shape == (3, 8)
     obs = {"state": jnp.zeros((1, 2), jnp.float32), "privileged_state": jnp.zeros((1, 3), jnp.float32)}
-    expected, _ = make_policy(params, deterministic=True)(obs, jax.random.PRNGKey(0))
-    got, _ = checkpoint.load_policy(tmp_path)(obs, jax.random.PRNGKey(0))
-    np.testing.assert_array_equal(np.asarray(got), np.asarray(expected))
+    assert_same_actions(checkpoint.load_policy(tmp_path), make_policy(params, deterministic=True), obs)
     # exported on the key the policy reads: ONNX takes the 'state' array alone
     exported = export.export_policy(tmp_path, tmp_path / "policy.onnx", "onnx")
     assert exported.contract["input"]["shape"] == ["batch", 2]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-import brax_envs
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,42 +12,21 @@ import onnxruntime  # type: ignore[import-untyped]  # ships no py.typed
 import pytest
 
 from brax_train import agents, checkpoint, export
+from brax_train._testing import PPO_ON_FAST, fast, leaves_equal
 from brax_train.ppo import PPOParams
 from brax_train.rppo import MemoryWrapper, RPPOConfig, RPPOConfigError, make_rppo_networks, train
 
 H = 8
-BASE: dict[str, Any] = dict(
-    episode_length=100,
-    num_envs=16,
-    batch_size=16,
-    num_minibatches=4,
-    unroll_length=10,
-    num_updates_per_batch=2,
-    num_eval_envs=4,
-    learning_rate=1e-2,
-    entropy_cost=1e-3,
-    discounting=0.95,
-    normalize_observations=True,
-    hidden_size=H,
-    network_factory={"policy_hidden_layer_sizes": [16], "value_hidden_layer_sizes": [16]},
-    deterministic_eval=True,
-)
+BASE: dict[str, Any] = {
+    **PPO_ON_FAST,
+    "hidden_size": H,
+    "network_factory": {"policy_hidden_layer_sizes": [16], "value_hidden_layer_sizes": [16]},
+}
 STEP = 16 * 10 * 4  # env steps per training step
-
-
-def fast() -> brax_envs.Env:
-    return brax_envs.get_environment("fast")
 
 
 OBS = 2
 """`fast`'s observation size."""
-
-
-def leaves_equal(a: Any, b: Any) -> bool:
-    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-    return len(la) == len(lb) and all(
-        np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True)
-    )
 
 
 def test_fast_observation_size() -> None:

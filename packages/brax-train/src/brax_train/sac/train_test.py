@@ -10,14 +10,14 @@ import subprocess
 import sys
 from typing import Any
 
-import brax_envs
 import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp  # type: ignore[import-untyped]
 import pytest
 
-from brax_train import checkpoint, networks
+from brax_train import _testing, checkpoint, networks
+from brax_train._testing import Untouchable, fast, leaves_equal
 from brax_train.sac import (
     NonFiniteError,
     SACConfig,
@@ -48,37 +48,12 @@ BASE: dict[str, Any] = dict(
 )
 
 
-def fast() -> brax_envs.Env:
-    return brax_envs.get_environment("fast")
-
-
-def leaves_equal(a: Any, b: Any) -> bool:
-    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-    return len(la) == len(lb) and all(
-        np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True)
-    )
-
-
 def train_state(step_dir: pathlib.Path) -> Any:
     """A checkpoint step's whole training state, as saved (nested dicts of numpy arrays)."""
     return ocp.StandardCheckpointer().restore(step_dir / "train_state")
 
 
 # ---- validation ---------------------------------------------------------------------------------------
-
-
-class Untouchable(brax_envs.Env):
-    """Fails on use: validation must reject bad settings before building or compiling anything."""
-
-    def reset(self, rng: jax.Array) -> brax_envs.State:
-        raise AssertionError("the environment must not be used")
-
-    def step(self, state: brax_envs.State, action: jax.Array) -> brax_envs.State:
-        raise AssertionError("the environment must not be used")
-
-    @property
-    def action_size(self) -> int:
-        return 1
 
 
 def test_validation_names_every_bad_setting_before_anything_runs(tmp_path: pathlib.Path) -> None:
@@ -189,15 +164,9 @@ CHILD = (
 
 def start_child(run_settings: dict[str, Any], nan_dir: pathlib.Path) -> subprocess.Popen[str]:
     """`_child_main` in a child process with 2 forced CPU devices (it runs while the caller trains)."""
-    env = dict(os.environ)
-    # the suite's compile flags (conftest.py) with this test's device count
-    kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
-    env["XLA_FLAGS"] = " ".join([*kept, "--xla_force_host_platform_device_count=2"])
-    env["JAX_PLATFORMS"] = "cpu"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, __file__, json.dumps(run_settings), os.fspath(nan_dir)],
-        env=env,
+        env=_testing.forced_devices_env(2),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -230,14 +199,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     )
     stdout, stderr = child.communicate(timeout=600)
     assert child.returncode == 0, stderr[-4000:]
-    line = next(line for line in stdout.splitlines() if line.startswith("RESULT"))
     return {
         "root": root,
         "full": full,
         "resumed": resumed,
         "progress": progress,
         "snapshots": snapshots,
-        **json.loads(line.removeprefix("RESULT")),
+        **_testing.result_line(stdout),
     }
 
 

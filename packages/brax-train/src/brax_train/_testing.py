@@ -1,0 +1,103 @@
+"""What brax-train's tests share: the `fast` env, tree equality, child processes with forced devices.
+
+Test-only: the wheel leaves this module out (`pyproject.toml`), as it does the `*_test.py` files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import brax_envs
+import jax
+import numpy as np
+
+from brax_train.types import Policy
+
+PPO_ON_FAST: dict[str, Any] = dict(
+    episode_length=100, num_envs=16, batch_size=16, num_minibatches=4, unroll_length=10,
+    num_updates_per_batch=2, num_eval_envs=4, learning_rate=1e-2, entropy_cost=1e-3, discounting=0.95,
+    normalize_observations=True, deterministic_eval=True,
+)
+"""The small PPO-family run on `fast` of the PPO and RPPO tests (16 * 10 * 4 env steps a training step)."""
+
+
+def fast() -> brax_envs.Env:
+    """The `fast` environment, the agents' end-to-end test task."""
+    return brax_envs.get_environment("fast")
+
+
+def leaves_equal(a: Any, b: Any) -> bool:
+    """The two trees have the same leaves, bit for bit."""
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    return len(la) == len(lb) and all(
+        np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(la, lb, strict=True)
+    )
+
+
+def on_both_devices(params: Any) -> bool:
+    """Every leaf of `params` lives on both of the root conftest's 2 forced CPU devices."""
+    return jax.local_device_count() == 2 and all(
+        len(x.sharding.device_set) == 2 for x in jax.tree.leaves(params)
+    )
+
+
+def resumed_is_bit_exact(learned: Any, full: Any, resumed: Any) -> bool:
+    """A run resumed from `learned`'s checkpoint ends with the parameters of the uninterrupted `full`
+    run, which differ from `learned`'s (so the resumed run did train)."""
+    return not leaves_equal(learned, full) and leaves_equal(resumed, full)
+
+
+def assert_same_actions(got: Policy, expected: Policy, obs: Any) -> None:
+    """The two policies take the same actions, bit for bit, on `obs` with the same key."""
+    key = jax.random.PRNGKey(0)
+    np.testing.assert_array_equal(np.asarray(got(obs, key)[0]), np.asarray(expected(obs, key)[0]))
+
+
+class Untouchable(brax_envs.Env):
+    """Fails on use: what must be rejected or skipped before an environment is built or compiled."""
+
+    def __init__(self, reason: str = "the environment must not be used") -> None:
+        self.reason = reason
+
+    def reset(self, rng: jax.Array) -> brax_envs.State:
+        raise AssertionError(self.reason)
+
+    def step(self, state: brax_envs.State, action: jax.Array) -> brax_envs.State:
+        raise AssertionError(self.reason)
+
+    @property
+    def action_size(self) -> int:
+        return 1
+
+
+def forced_devices_env(count: int) -> dict[str, str]:
+    """A child process's environment: this one's, on `count` forced CPU devices.
+
+    The suite's compile flags (the root conftest.py) are kept, with this device count instead of its.
+    """
+    env = dict(os.environ)
+    kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if "device_count" not in f]
+    env["XLA_FLAGS"] = " ".join([*kept, f"--xla_force_host_platform_device_count={count}"])
+    env["JAX_PLATFORMS"] = "cpu"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
+
+
+def result_line(stdout: str) -> Any:
+    """The JSON a child printed after `RESULT` on a line of its own."""
+    line = next(line for line in stdout.splitlines() if line.startswith("RESULT"))
+    return json.loads(line.removeprefix("RESULT"))
+
+
+def run_script(script: str, devices: int) -> Any:
+    """Run Python `script` in a child on `devices` forced CPU devices; what it printed as `RESULT`."""
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=forced_devices_env(devices), capture_output=True,
+        text=True, timeout=600, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return result_line(proc.stdout)
