@@ -13,7 +13,7 @@ import inspect
 import json
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import jax
 import jax.numpy as jnp
@@ -236,6 +236,25 @@ def tanh_gaussian_policy(
     return make_policy
 
 
+def deterministic_policy(
+    act: Callable[[Any, Any, Any], jax.Array], check_params: Callable[[Any], Any]
+) -> Callable[..., Any]:
+    """`make_policy(params, deterministic=False)` for a deterministic policy (ES's, ARS's): actions
+    `act(normalizer, policy_params, obs)` whatever `deterministic` says, empty extras."""
+
+    def make_policy(params: Any, deterministic: bool = False) -> Callable[..., Any]:
+        del deterministic  # the policy is deterministic either way
+        p = check_params(params)
+
+        def policy(obs: Any, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
+            del key
+            return act(p.normalizer, p.policy, obs), {}
+
+        return policy
+
+    return make_policy
+
+
 def describe(
     factory: str,
     observation_size: Any,
@@ -253,6 +272,19 @@ def describe(
         "recordable": not notes,
         "notes": notes,
     }
+
+
+class PolicyParams(NamedTuple):
+    """A feed-forward policy's parameters: observation statistics and the policy network's variables.
+
+    Each agent names its own subclass (`apg.APGParams`, ...); a NamedTuple, so Brax-style indexing
+    (`params[0]` normalizer, `params[1]` policy) keeps working.
+    """
+
+    normalizer: running_statistics.RunningStatisticsState
+    """Observation running statistics (used only when observations are normalized)."""
+    policy: Any
+    """Policy network parameters (flax variables dict)."""
 
 
 _Pair = TypeVar("_Pair", bound=tuple[Any, ...])
@@ -439,12 +471,14 @@ __all__ = [
     "ActivationFn",
     "FeedForwardNetwork",
     "Initializer",
+    "PolicyParams",
     "PreprocessObservationFn",
     "Recipe",
     "callable_name",
     "describe",
     "description_kwargs",
     "description_of",
+    "deterministic_policy",
     "factory",
     "identity_observation_preprocessor",
     "make_mlp_network",

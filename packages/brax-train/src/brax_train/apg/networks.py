@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 
-from brax_train import networks, running_statistics
+from brax_train import networks
 from brax_train.distribution import NormalTanhDistribution
 from brax_train.types import Policy
 
@@ -24,16 +24,8 @@ _KERNEL_SCALE = 0.01  # Brax's orthogonal(0.01): near-zero initial actions, so e
 _VAR_SCALE = 0.1  # Brax's exploration noise multiplier for APG
 
 
-class APGParams(NamedTuple):
-    """Everything an APG policy needs: observation statistics and policy parameters.
-
-    A NamedTuple, so Brax-style indexing (`params[0]` normalizer, `params[1]` policy) keeps working.
-    """
-
-    normalizer: running_statistics.RunningStatisticsState
-    """Observation running statistics (used only when observations are normalized)."""
-    policy: Any
-    """Policy network parameters (flax variables dict)."""
+class APGParams(networks.PolicyParams):
+    """Everything an APG policy needs: observation statistics and policy parameters."""
 
 
 @dataclasses.dataclass(frozen=True)

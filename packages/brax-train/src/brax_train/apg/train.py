@@ -201,11 +201,7 @@ def _make_agent(c: APGConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         make_policy=apg_networks.make_inference_fn(net),
         env_steps_per_update=env_steps_per_update(c),
         warm_start=warm_start,
-        meta={
-            "agent": "apg",
-            "network": net.description,
-            "normalize_observations": c.normalize_observations,
-        },
+        meta=runner.checkpoint_meta("apg", net.description, c.normalize_observations),
     )
 
 

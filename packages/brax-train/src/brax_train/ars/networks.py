@@ -76,19 +76,12 @@ MakePolicy = Callable[..., Policy]
 def make_inference_fn(net: networks.FeedForwardNetwork) -> MakePolicy:
     """`make_policy(params, deterministic=False)` building `policy(obs, key) -> (action, {})`."""
 
-    def make_policy(params: ARSParams, deterministic: bool = False) -> Policy:
-        del deterministic  # the policy is deterministic either way
-        p = networks.pair_params(params, ARSParams, "ars")
+    def act(normalizer: Any, matrix: jax.Array, obs: Observation) -> jax.Array:
+        if isinstance(obs, Mapping):
+            raise TypeError("the ARS policy takes array observations, got a dict")
+        return actions(net, normalizer, matrix, obs)
 
-        def policy(obs: Observation, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
-            del key
-            if isinstance(obs, Mapping):
-                raise TypeError("the ARS policy takes array observations, got a dict")
-            return actions(net, p.normalizer, p.policy, obs), {}
-
-        return policy
-
-    return make_policy
+    return networks.deterministic_policy(act, lambda p: networks.pair_params(p, ARSParams, "ars"))
 
 
 __all__ = [

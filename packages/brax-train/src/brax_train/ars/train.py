@@ -117,11 +117,7 @@ def _make_agent(c: ARSConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         env_steps_per_update=env_steps_per_update(c),
         warm_start=warm_start,
         counts_env_steps=COUNTS_ENV_STEPS,
-        meta={
-            "agent": "ars",
-            "network": networks.description_of(net),
-            "normalize_observations": c.normalize_observations,
-        },
+        meta=runner.checkpoint_meta("ars", networks.description_of(net), c.normalize_observations),
     )
 
 

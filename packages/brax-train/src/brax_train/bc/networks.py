@@ -10,28 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from brax_train import networks, running_statistics
+from brax_train import networks
 from brax_train.distribution import NormalTanhDistribution
 from brax_train.types import Observation, Policy, PRNGKey
 
 _RECIPE = networks.Recipe(callables=("activation",), sequences=("policy_hidden_layer_sizes",))
 
 
-class BCParams(NamedTuple):
-    """Everything a BC student needs: observation statistics and policy parameters.
-
-    A NamedTuple, so Brax-style indexing (`params[0]` normalizer, `params[1]` policy) keeps working.
-    """
-
-    normalizer: running_statistics.RunningStatisticsState
-    """Observation running statistics (used only when observations are normalized)."""
-    policy: Any
-    """Policy network parameters (flax variables dict)."""
+class BCParams(networks.PolicyParams):
+    """Everything a BC student needs: observation statistics and policy parameters."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -264,13 +264,9 @@ def _make_agent(
         make_policy=bc_networks.make_inference_fn(net, c.tanh_squash),
         env_steps_per_update=env_steps_per_update(c),
         warm_start=warm_start,
-        meta={
-            "agent": "bc",
-            "network": net.description,
-            "normalize_observations": c.normalize_observations,
-            "tanh_squash": c.tanh_squash,
-            "teacher": teacher_meta,
-        },
+        meta=runner.checkpoint_meta(
+            "bc", net.description, c.normalize_observations, tanh_squash=c.tanh_squash, teacher=teacher_meta
+        ),
     )
 
 

@@ -8,25 +8,21 @@ deterministic: evolution strategies explore in parameter space, so actions carry
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 
-from brax_train import networks, running_statistics
-from brax_train.types import Observation, Policy, PRNGKey
+from brax_train import networks
+from brax_train.types import Observation, Policy
 
 _RECIPE = networks.Recipe(callables=("activation",), sequences=("hidden_layer_sizes",))
 
 
-class ESParams(NamedTuple):
-    """An ES policy's parameters; Brax-style indexing (`params[0]` normalizer, `params[1]` policy) works."""
-
-    normalizer: running_statistics.RunningStatisticsState
-    """Observation running statistics (used only when observations are normalized)."""
-    policy: Any
-    """Policy MLP parameters (flax variables dict)."""
+class ESParams(networks.PolicyParams):
+    """An ES policy's parameters: observation statistics and the policy MLP's variables."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,18 +75,9 @@ MakePolicy = Callable[..., Policy]
 
 def make_inference_fn(net: ESNetworks) -> MakePolicy:
     """`make_policy(params, deterministic=False)` building `policy(obs, key) -> (action, {})`."""
-
-    def make_policy(params: ESParams, deterministic: bool = False) -> Policy:
-        del deterministic  # the policy is deterministic either way
-        p = networks.pair_params(params, ESParams, "es")
-
-        def policy(obs: Observation, key: PRNGKey) -> tuple[jax.Array, dict[str, Any]]:
-            del key
-            return actions(net, p.normalizer, p.policy, obs), {}
-
-        return policy
-
-    return make_policy
+    return networks.deterministic_policy(
+        functools.partial(actions, net), lambda p: networks.pair_params(p, ESParams, "es")
+    )
 
 
 __all__ = [

@@ -104,11 +104,7 @@ def _make_agent(c: ESConfig, setup: runner.Setup) -> runner.Agent[TrainingState,
         env_steps_per_update=env_steps_per_update(c),
         warm_start=warm_start,
         counts_env_steps=COUNTS_ENV_STEPS,
-        meta={
-            "agent": "es",
-            "network": networks.description_of(net),
-            "normalize_observations": c.normalize_observations,
-        },
+        meta=runner.checkpoint_meta("es", networks.description_of(net), c.normalize_observations),
     )
 
 

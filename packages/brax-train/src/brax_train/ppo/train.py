@@ -221,14 +221,14 @@ def _make_agent(c: PPOConfig, setup: runner.Setup) -> runner.Agent[TrainingState
     net = networks.factory(c.network_factory, ppo_networks.make_ppo_networks)(
         obs_size, setup.env.action_size, preprocess_observations_fn=preprocess
     )
-    return _agent(c, _PPO.of(c, setup, net), obs_size, {"agent": "ppo"})
+    return _agent(c, _PPO.of(c, setup, net), obs_size, "ppo")
 
 
 def _agent(
-    c: PPOConfig, core: _PPO, observation_size: Any, meta: dict[str, Any]
+    c: PPOConfig, core: _PPO, observation_size: Any, name: str, **meta: Any
 ) -> runner.Agent[TrainingState, ppo_networks.PPOParams]:
     """The runner's `Agent` of a PPO-family update `core` (PPO's, or a subclass's): parameter and
-    normalizer initialization, warm start and metadata (`meta` first, then the network's)."""
+    normalizer initialization, warm start and the metadata of agent `name` (with `meta`)."""
     net, optimizer = core.net, core.optimizer
 
     def init(key: PRNGKey) -> TrainingState:
@@ -256,14 +256,11 @@ def _agent(
         env_steps_per_update=env_steps_per_update(c),
         warm_start=warm_start,
         full_resume=c.restore_value_fn,
-        meta={
-            **{k: v for k, v in meta.items() if k == "agent"},
-            "network": net.description,
-            **{k: v for k, v in meta.items() if k != "agent"},
-            "normalize_observations": c.normalize_observations,
-            "normalize_observations_std_eps": c.normalize_observations_std_eps,
-            "normalize_observations_mode": c.normalize_observations_mode,
-        },
+        meta=runner.checkpoint_meta(
+            name, net.description, c.normalize_observations, **meta,
+            normalize_observations_std_eps=c.normalize_observations_std_eps,
+            normalize_observations_mode=c.normalize_observations_mode,
+        ),
     )
 
 

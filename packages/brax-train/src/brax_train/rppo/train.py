@@ -84,7 +84,7 @@ def _make_networks(c: RPPOConfig, setup: runner.Setup) -> rppo_networks.RPPONetw
 def _make_agent(c: RPPOConfig, setup: runner.Setup) -> runner.Agent[TrainingState, ppo_networks.PPOParams]:
     """RPPO's `(init, update)` pair for the runner's wrapped (memory-carrying) training environment."""
     core = _RPPO.of(c, setup, _make_networks(c, setup))
-    return _agent(c, core, setup.observation_size, {"agent": "rppo", "hidden_size": c.hidden_size})
+    return _agent(c, core, setup.observation_size, "rppo", hidden_size=c.hidden_size)
 
 
 def train(environment: brax_envs.Env, config: RPPOConfig | None = None, **kwargs: Any) -> TrainResult:

@@ -14,12 +14,12 @@ compute the same thing up to floating-point summation order. Under `jax.distribu
 every process's devices (`mesh_devices`); process 0 alone evaluates, reports and writes checkpoints.
 
 The modules, each importing only those above it: `_agent` (`Agent`, `Setup`, `TrainResult`,
-`NonFiniteError`, the metric keys, `key_at`), `_sharding` (environment wrapping, `AXIS`, `P`,
-`constrain`, per-device stepping, the environment's shardings, device lists, `log_devices`), `_host`
-(a run's keys and progress, evaluation, reports, metric windows, checkpoint writes, the non-finite
-check), `_schedule` (the schedule, `final_step`, the fixed and counted clocks) and `_loop` (setup,
-restore, the jitted chunk and its compile ahead, the loop, `run`, `train`). Every module logs to
-the logger "brax_train.runner".
+`NonFiniteError`, the metric keys, `checkpoint_meta`, `key_at`), `_sharding` (environment wrapping,
+`AXIS`, `P`, `constrain`, per-device stepping, the environment's shardings, device lists,
+`log_devices`), `_host` (a run's keys and progress, evaluation, reports, metric windows, checkpoint
+writes, the non-finite check), `_schedule` (the schedule, `final_step`, the fixed and counted clocks)
+and `_loop` (setup, restore, the jitted chunk and its compile ahead, the loop, `run`, `train`).
+Every module logs to the logger "brax_train.runner".
 """
 
 import logging
@@ -33,6 +33,7 @@ from brax_train.runner._agent import (
     NonFiniteError,
     Setup,
     TrainResult,
+    checkpoint_meta,
     episode_sums,
     key_at,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "NonFiniteError",
     "Setup",
     "TrainResult",
+    "checkpoint_meta",
     "constrain",
     "episode_sums",
     "final_step",

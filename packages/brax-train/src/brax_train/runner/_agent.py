@@ -41,6 +41,13 @@ def episode_sums(info: Mapping[str, Any]) -> dict[str, jax.Array]:
     return sums
 
 
+def checkpoint_meta(agent: str, network: dict[str, Any], normalize_observations: bool,
+                    **extra: Any) -> dict[str, Any]:
+    """An agent's `Agent.meta`: what every agent's checkpoints record and `checkpoint.load` reads (the
+    agent's name, its networks' description, whether observations are normalized), then `extra`."""
+    return {"agent": agent, "network": network, "normalize_observations": normalize_observations, **extra}
+
+
 def key_at(key: PRNGKey, index: UInt64) -> PRNGKey:
     """The key of training step (or env step) `index`: independent of how steps are chunked."""
     return jax.random.fold_in(jax.random.fold_in(key, index.hi), index.lo)
@@ -95,8 +102,9 @@ class Agent(Generic[State, Params]):
     does), and the run follows that count: one update per jitted call until `num_timesteps`
     counted steps, evaluations every `num_timesteps / (num_evals - 1)` counted steps."""
     meta: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    """JSON metadata stored in every checkpoint: `agent` (its name in `agents.AGENTS`, which
-    `checkpoint.load` dispatches on), the network description, and what else rebuilding needs."""
+    """JSON metadata stored in every checkpoint (`checkpoint_meta`): `agent` (its name in
+    `agents.AGENTS`, which `checkpoint.load` dispatches on), the network description, and what else
+    rebuilding needs."""
 
 
 class Setup(NamedTuple):

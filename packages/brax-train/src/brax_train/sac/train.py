@@ -316,12 +316,9 @@ def _make_agent(c: SACConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         make_policy=sac_networks.make_inference_fn(net),
         env_steps_per_update=env_steps_per_update(c),
         warm_start=warm_start,
-        meta={
-            "agent": "sac",
-            "network": net.description,
-            "normalize_observations": c.normalize_observations,
-            "replay_buffer_rows": rows,
-        },
+        meta=runner.checkpoint_meta(
+            "sac", net.description, c.normalize_observations, replay_buffer_rows=rows
+        ),
     )
 
 
