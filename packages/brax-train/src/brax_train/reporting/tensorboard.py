@@ -19,8 +19,10 @@ class EventWriter:
         """Create `logdir` and a fresh event file in it (TensorBoard reads all files of a directory)."""
         from tensorboardX import FileWriter  # type: ignore[import-untyped]  # ships no type hints
 
-        # tensorboardX names files by second and host and truncates a name that exists: make it unique.
-        suffix = f".{os.getpid()}.{next(_serial)}.brax-train"
+        # tensorboardX names files by second and host and truncates a name that exists: make it unique,
+        # the serial zero-padded so that a process's files of one second sort (as TensorBoard reads them)
+        # in the order they were written.
+        suffix = f".{os.getpid()}.{next(_serial):06d}.brax-train"
         # Flushed about every second: a killed run keeps (nearly) everything logged so far.
         self._writer: Any = FileWriter(str(logdir), flush_secs=1, filename_suffix=suffix)
 
