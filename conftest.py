@@ -1,7 +1,9 @@
 """Strict JAX settings shared by every test in the repository."""
 
 import gc
+import json
 import os
+import statistics
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,3 +102,72 @@ def _compiled_programs_per_test() -> Iterator[None]:
     yield
     if _memory_maps() > _MAPS_SOFT_LIMIT:
         _drop_compiled()
+
+
+# Longest scopes first (LPT scheduling): xdist hands each worker the next whole file (or class) in
+# queue order, so a heavy file that comes last runs alone while the other worker idles. Its own
+# reorder ranks scopes by test count, which says little about compile time; the measured seconds
+# per scope in tools/ci/test_durations.json do better. `--record-durations` refreshes them.
+_DURATIONS = _ROOT / "tools" / "ci" / "test_durations.json"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--record-durations`: write this session's seconds per xdist scope into the durations file."""
+    parser.addoption(
+        "--record-durations", action="store_true",
+        help=f"record each test scope's seconds (setup, call, teardown) into {_DURATIONS.relative_to(_ROOT)}",
+    )
+
+
+def _scope(config: pytest.Config, nodeid: str) -> str:
+    """The xdist work unit `nodeid` belongs to: its file under loadfile, else its class or file."""
+    if config.getoption("dist", "no") == "loadfile":
+        return nodeid.split("::", 1)[0]
+    return nodeid.rsplit("::", 1)[0]
+
+
+def _recorded() -> dict[str, float]:
+    return dict(json.loads(_DURATIONS.read_text())["seconds"]) if _DURATIONS.exists() else {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker, order whole scopes by recorded seconds, longest first (unknown: median)."""
+    seconds = _recorded()
+    if not hasattr(config, "workerinput") or not seconds:
+        return
+    default = statistics.median(seconds.values())
+    rank: dict[str, tuple[float, int]] = {}
+    for item in items:
+        scope = _scope(config, item.nodeid)
+        rank.setdefault(scope, (-seconds.get(scope, default), len(rank)))
+    items.sort(key=lambda item: rank[_scope(config, item.nodeid)])
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Keep the workers' collection order in xdist's queue (its own reorder ranks by test count)."""
+    config = session.config
+    if _recorded() and hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+    if config.getoption("record_durations") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_Recorder(config), "brax-record-durations")
+
+
+class _Recorder:
+    """Sums each scope's setup, call and teardown seconds; the controller sees every worker's."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.spent: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        scope = _scope(self.config, report.nodeid)
+        self.spent[scope] = self.spent.get(scope, 0.0) + report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        """Merge this session's scopes into the durations file, keeping the other sessions' scopes."""
+        seconds = {**_recorded(), **{k: round(v, 1) for k, v in self.spent.items()}}
+        tmp = _DURATIONS.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"seconds": dict(sorted(seconds.items()))}, indent=0) + "\n")
+        tmp.replace(_DURATIONS)
