@@ -28,7 +28,7 @@ class PPOConfigError(ConfigError):
 
 
 def schedule_name(schedule: Any) -> str:
-    """Canonical name of a learning-rate schedule setting ('NONE' or 'ADAPTIVE_KL')."""
+    """Canonical name of a learning-rate schedule setting ('NONE', 'ADAPTIVE_KL' or 'LINEAR')."""
     if schedule is None:
         return "NONE"
     value = getattr(schedule, "value", schedule)  # accept enum members such as Brax's LRSchedule
@@ -88,10 +88,13 @@ class PPOConfig(RunConfig):
     """Distributional critic; not supported (must be False)."""
     desired_kl: float = setting(0.01, Num(ge=0))
     """Target KL of the adaptive-KL learning-rate schedule."""
-    learning_rate_schedule: str | None = setting(None, OneOf(("NONE", "ADAPTIVE_KL"), schedule_name))
-    """None/'NONE' (constant) or 'ADAPTIVE_KL'."""
+    learning_rate_schedule: str | None = setting(
+        None, OneOf(("NONE", "ADAPTIVE_KL", "LINEAR"), schedule_name)
+    )
+    """None/'NONE' (constant), 'ADAPTIVE_KL', or 'LINEAR' (from `learning_rate` at the first update to
+    `learning_rate_schedule_min_lr` at `num_timesteps`, then held)."""
     learning_rate_schedule_min_lr: float = setting(1e-5, Num(ge=0))
-    """Lower bound of the adaptive learning rate."""
+    """Lower bound of the adaptive learning rate; the linear schedule's final rate."""
     learning_rate_schedule_max_lr: float = setting(1e-2, Num(ge=0))
     """Upper bound of the adaptive learning rate."""
     network_factory: Callable[..., ppo_networks.PPONetworks] | Mapping[str, Any] = setting(

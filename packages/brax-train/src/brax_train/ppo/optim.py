@@ -1,4 +1,4 @@
-"""PPO's optimizer: Adam with an optional adaptive-KL learning rate, as optax transformations."""
+"""PPO's optimizer: Adam with an optional adaptive-KL or linearly decaying learning rate (optax)."""
 
 from __future__ import annotations
 
@@ -49,12 +49,21 @@ def make_optimizer(
     learning_rate: float,
     max_grad_norm: float | None = None,
     adaptive_kl: tuple[float, float, float] | None = None,
+    linear_decay: tuple[float, int] | None = None,
 ) -> Any:
-    """Adam after optional global-norm clipping; `adaptive_kl=(desired_kl, min_lr, max_lr)` adapts its rate.
+    """Adam after optional global-norm clipping; `adaptive_kl=(desired_kl, min_lr, max_lr)` adapts its rate,
+    `linear_decay=(final_lr, updates)` moves it linearly to `final_lr` over `updates` updates, then holds it.
 
     Call `update(grads, state, params, kl_mean=kl)`; `kl_mean` is ignored without `adaptive_kl`.
     """
     clip = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm else []
+    if adaptive_kl is not None and linear_decay is not None:
+        raise ValueError("make_optimizer: adaptive_kl and linear_decay are exclusive")
+    if linear_decay is not None:
+        final, updates = linear_decay
+        decay = optax.linear_schedule(learning_rate, final, transition_steps=max(int(updates), 1))
+        # injected, so the state holds the rate of the last update (reported as `learning_rate`)
+        return optax.chain(*clip, optax.inject_hyperparams(optax.adam)(learning_rate=decay))
     if adaptive_kl is None:
         return optax.chain(*clip, optax.adam(learning_rate=learning_rate))
     desired, lo, hi = adaptive_kl

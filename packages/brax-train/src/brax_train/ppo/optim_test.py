@@ -1,4 +1,4 @@
-"""PPO's optimizer: the adaptive-KL transformation against its rule and against optax's Adam."""
+"""PPO's optimizer: the adaptive-KL transformation against its rule, the linear decay and optax's Adam."""
 
 from __future__ import annotations
 
@@ -73,3 +73,20 @@ def test_adaptive_rate_is_found_in_the_chain_state() -> None:
     opt = optim.make_optimizer(1e-3, max_grad_norm=1.0, adaptive_kl=(0.01, 1e-5, 1e-2))
     _, state = opt.update(_grads(2), opt.init(PARAMS), PARAMS, kl_mean=jnp.float32(1.0))
     assert float(optim.current_learning_rate(state, 1e-3)) == pytest.approx(1e-3 / 1.5, rel=1e-6)
+
+
+def test_linear_decay_is_adam_on_optax_linear_schedule() -> None:
+    """`linear_decay=(final, n)`: optax's Adam on a linear schedule, its rate reported, held after n."""
+    ours = optim.make_optimizer(1e-3, max_grad_norm=0.5, linear_decay=(1e-4, 4))
+    ref = optax.chain(optax.clip_by_global_norm(0.5), optax.adam(optax.linear_schedule(1e-3, 1e-4, 4)))
+    s_ours, s_ref = ours.init(PARAMS), ref.init(PARAMS)
+    rates = []
+    for i in range(6):
+        u_ours, s_ours = ours.update(_grads(i), s_ours, PARAMS, kl_mean=jnp.float32(1.0))
+        u_ref, s_ref = ref.update(_grads(i), s_ref, PARAMS)
+        for a, b in zip(jax.tree.leaves(u_ours), jax.tree.leaves(u_ref), strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5)  # injected constants are float32 arrays
+        rates.append(float(optim.current_learning_rate(s_ours, 1e-3)))
+    assert rates == pytest.approx([1e-3, 7.75e-4, 5.5e-4, 3.25e-4, 1e-4, 1e-4], rel=1e-6)
+    with pytest.raises(ValueError, match="adaptive_kl and linear_decay are exclusive"):
+        optim.make_optimizer(1e-3, adaptive_kl=(0.01, 1e-5, 1e-2), linear_decay=(1e-4, 4))

@@ -7,6 +7,7 @@ collected with the current policy, then `num_updates_per_batch` shuffled passes 
 from __future__ import annotations
 
 import dataclasses
+import math
 import functools
 from collections.abc import Callable
 from typing import Any, Self
@@ -51,10 +52,22 @@ def env_steps_per_update(c: PPOConfig) -> int:
     return c.batch_size * c.unroll_length * c.num_minibatches * c.action_repeat
 
 
+def _gradient_updates(c: PPOConfig) -> int:
+    """Adam updates in `num_timesteps` env steps (training steps x SGD passes x minibatches)."""
+    steps = math.ceil(c.num_timesteps / env_steps_per_update(c))
+    return steps * c.num_updates_per_batch * c.num_minibatches
+
+
 def _optimizer(c: PPOConfig) -> Any:
-    adaptive = schedule_name(c.learning_rate_schedule) == "ADAPTIVE_KL"
+    schedule = schedule_name(c.learning_rate_schedule)
     kl = (c.desired_kl, c.learning_rate_schedule_min_lr, c.learning_rate_schedule_max_lr)
-    return optim.make_optimizer(c.learning_rate, c.max_grad_norm, kl if adaptive else None)
+    linear = (c.learning_rate_schedule_min_lr, _gradient_updates(c))
+    return optim.make_optimizer(
+        c.learning_rate,
+        c.max_grad_norm,
+        kl if schedule == "ADAPTIVE_KL" else None,
+        linear if schedule == "LINEAR" else None,
+    )
 
 
 def _nonfinite_code(metrics: dict[str, jax.Array], normalizer: Any) -> jax.Array:

@@ -160,6 +160,27 @@ def test_training_metrics_without_eval_env() -> None:
     assert lrs[-1] != pytest.approx(1e-3)  # the adaptive-KL schedule moved the learning rate
 
 
+def test_linear_schedule_reaches_its_final_rate_at_num_timesteps() -> None:
+    """LINEAR: the rate falls by equal steps per Adam update, to `learning_rate_schedule_min_lr` at the end."""
+    reports: list[dict[str, float]] = []
+    train(
+        fast(),
+        **{**BASE, "learning_rate": 1e-3},
+        num_timesteps=4 * STEP,
+        num_evals=0,
+        log_training_metrics=True,
+        training_metrics_steps=STEP,
+        learning_rate_schedule="LINEAR",
+        learning_rate_schedule_min_lr=2e-4,
+        progress_fn=lambda s, m: reports.append(dict(m)),
+    )
+    updates = BASE["num_updates_per_batch"] * BASE["num_minibatches"]  # Adam updates a training step
+    total = 4 * updates
+    # a report is the mean over its training step's updates, those numbered (k-1) * updates + (0..updates-1)
+    expected = [1e-3 + (2e-4 - 1e-3) * ((k - 1) * updates + (updates - 1) / 2) / total for k in (1, 2, 3, 4)]
+    assert [m["training/learning_rate"] for m in reports] == pytest.approx(expected, rel=1e-5)
+
+
 # ---- checkpoints and exact resume -----------------------------------------------------------------------
 
 
