@@ -7,8 +7,8 @@ collected with the current policy, then `num_updates_per_batch` shuffled passes 
 from __future__ import annotations
 
 import dataclasses
-import math
 import functools
+import math
 from collections.abc import Callable
 from typing import Any, Self
 

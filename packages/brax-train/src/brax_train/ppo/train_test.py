@@ -161,7 +161,7 @@ def test_training_metrics_without_eval_env() -> None:
 
 
 def test_linear_schedule_reaches_its_final_rate_at_num_timesteps() -> None:
-    """LINEAR: the rate falls by equal steps per Adam update, to `learning_rate_schedule_min_lr` at the end."""
+    """LINEAR: the rate falls by equal steps per Adam update, to the min rate at `num_timesteps`."""
     reports: list[dict[str, float]] = []
     train(
         fast(),
