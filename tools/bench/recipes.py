@@ -111,7 +111,7 @@ def main() -> None:
     extra = [a for item in args.set for a in ("--set", item)]
     cores = sorted(os.sched_getaffinity(0))
     runs = [(t, s) for t in tasks for s in seeds]
-    free = list(cores[: args.jobs]) if len(cores) >= args.jobs else [None] * args.jobs
+    free: list[int | None] = [*cores[: args.jobs]] if len(cores) >= args.jobs else [None] * args.jobs
 
     def job(i: int) -> dict[str, Any]:
         core = free.pop(0)
