@@ -256,7 +256,8 @@ class Band:
     """The machine and wall time per seed of the measurement."""
 
 
-_DEV_CPU = "2-core x86 CPU, two seeds at once (one core each)"
+_DEV_CPU = "2-core AMD EPYC, two seeds at once (one core each)"
+_XEON = "2-core Intel Xeon @ 2.80GHz, two seeds at once (one core each)"
 PPO_BANDS: dict[str, dict[str, Band]] = {
     "dm_control/cartpole-balance": {
         "full": Band(4_500_000, low=900.0, measured=(999.6, 999.8), seeds=(0, 1),
@@ -265,12 +266,12 @@ PPO_BANDS: dict[str, dict[str, Band]] = {
                       where=f"{_DEV_CPU}, 1.2 min"),
     },
     "dm_control/cartpole-swingup": {
-        "full": Band(10_000_000, low=700.0, measured=(844.7, 769.2), seeds=(0, 1),
-                     where=f"{_DEV_CPU}, 2.8 min"),
+        "full": Band(10_000_000, low=750.0, measured=(860.3, 861.2, 855.4), seeds=(0, 1, 2),
+                     where=f"{_XEON}, 2.6-3.1 min"),
     },
     "dm_control/pendulum-swingup": {
-        "full": Band(10_000_000, low=650.0, measured=(726.1, 719.1), seeds=(0, 1),
-                     where=f"{_DEV_CPU}, 1.7 min"),
+        "full": Band(10_000_000, low=700.0, measured=(807.3, 797.9, 828.6, 818.8, 826.7),
+                     seeds=(0, 1, 2, 3, 4), where=f"{_XEON}, 2.7-3.0 min"),
     },
     "dm_control/point_mass-easy": {
         "full": Band(4_500_000, low=800.0, measured=(892.4, 887.5), seeds=(0, 1),
@@ -281,8 +282,8 @@ PPO_BANDS: dict[str, dict[str, Band]] = {
                      where="2-core x86 CPU, one run per core beside other work, 26-29 min"),
     },
     "dm_control/reacher-easy": {
-        "full": Band(10_000_000, low=800.0, measured=(887.3,), seeds=(1,),
-                     where=f"{_DEV_CPU}, 2.0 min (seed 0 stays near a random policy's 84: not banded)"),
+        "full": Band(10_000_000, low=800.0, measured=(954.8, 878.1, 940.8), seeds=(0, 1, 2),
+                     where=f"{_XEON}, 2.3-2.5 min"),
     },
 }
 """Recorded bands per environment: `"full"` (the preset's steps) and `"quick"` (fewer, for a check);
