@@ -19,7 +19,7 @@ from brax_envs.dm_control.dog import Dog
 MOVING = ("stand", "walk", "trot", "run")  # one model (but for the floor's drawn size), one observation
 # one float32 step of the dog's contact solve: velocities (to ~60 rad/s), the accelerometer (~60 m/s²),
 # forces and touch (to ~400 N) move by a few 1e-6 of their scale, and by how much depends on the CPU
-# (a Xeon's round-off moved a foot force by 2.3e-3 N): 1e-5 of each scale
+# (a Xeon's round-off moved a foot force by 2.3e-3 N): at least 1e-5 of each scale
 OBS_TOL = {"joint_velocites": (6e-4, 1e-5), "inertial_sensors": (2e-3, 1e-5), "foot_forces": (4e-3, 1e-5),
            "touch_sensors": (4e-3, 1e-5)}
 
