@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from brax_train import reporting
 from results import record
 
 TARGETS: dict[str, tuple[float, int]] = {
@@ -39,14 +40,11 @@ TARGETS: dict[str, tuple[float, int]] = {
 
 def _curve(metrics: Path) -> tuple[list[list[float]], float]:
     """The run's evaluations `[[step, return, elapsed_s]]` and its training env steps/s (mean)."""
-    curve, sps = [], []
-    for line in metrics.read_text().splitlines():
-        row = json.loads(line)
-        if "eval/episode_reward" in row:
-            curve.append([int(row["step"]), round(float(row["eval/episode_reward"]), 1),
-                          round(float(row.get("elapsed", 0.0)), 1)])
-        if "training/sps" in row:
-            sps.append(float(row["training/sps"]))
+    reports = reporting.read_metrics(metrics)
+    reward = reporting.EVAL_REWARD
+    curve = [[int(r["step"]), round(float(r[reward]), 1), round(float(r.get("elapsed", 0.0)), 1)]
+             for r in reports if reward in r]
+    sps = [float(r["training/sps"]) for r in reports if "training/sps" in r]
     return curve, (sum(sps) / len(sps) if sps else float("nan"))
 
 
