@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
 
-from brax_train import _population, networks, runner, running_statistics
+from brax_train import _learner, _population, networks, runner, running_statistics
 from brax_train._population import check_observations
 from brax_train.es import fitness
 from brax_train.es import networks as es_networks
@@ -35,15 +35,8 @@ from brax_train.types import PRNGKey
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class TrainingState:
-    """Device-side learner state."""
-
-    params: Any
-    """Policy MLP parameters (the centre of the population)."""
-    normalizer: running_statistics.RunningStatisticsState
-    """Observation statistics."""
-    optimizer_state: Any
-    """optax Adam state."""
+class TrainingState(_learner.PolicyState):
+    """Device-side learner state: `params` is the centre of the population, `optimizer_state` Adam's."""
 
 
 def public_params(s: TrainingState) -> es_networks.ESParams:
