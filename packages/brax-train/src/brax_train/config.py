@@ -416,6 +416,7 @@ __all__ = [
     "RunConfig",
     "Satisfies",
     "Unsupported",
+    "factory_setting",
     "field_checks",
     "field_errors",
     "is_int",

@@ -493,6 +493,8 @@ __all__ = [
     "PolicyParams",
     "PreprocessObservationFn",
     "Recipe",
+    "Recorded",
+    "TanhGaussianPolicyNetworks",
     "callable_name",
     "describe",
     "description_kwargs",
