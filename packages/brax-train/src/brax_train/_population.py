@@ -8,6 +8,7 @@ after its first `done` are masked out, as in Google Brax's ES and ARS.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
@@ -20,12 +21,48 @@ import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
 from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh, NamedSharding
 
-from brax_train import runner, running_statistics
+from brax_train import networks, runner, running_statistics
 from brax_train.config import RunConfig, is_int
 from brax_train.runner import AXIS, P, constrain
 from brax_train.types import PRNGKey
 
 C = TypeVar("C", bound=RunConfig)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PopulationConfig(RunConfig):
+    """The settings ES and ARS share beyond `RunConfig`'s: Brax's run length, one episode a rollout."""
+
+    num_timesteps: int = 100
+    """Environment steps to train for (counting action repeats); 0 returns the initial parameters."""
+    episode_length: int | None = 1000
+    """Time limit of every rollout and evaluation episode, in environment steps."""
+
+
+COUNTS_ENV_STEPS = True
+"""A generation counts the env steps of running episodes only (`runner.Agent.counts_env_steps`)."""
+
+
+def steps_per_rollout(c: RunConfig) -> int:
+    """Policy steps of one rollout: a whole episode of `episode_length` env steps."""
+    assert c.episode_length is not None
+    return c.episode_length // c.action_repeat
+
+
+def env_steps_per_generation(c: RunConfig, num_rollouts: int) -> int:
+    """Environment steps a generation of `num_rollouts` steps at most (action repeats included); the
+    run counts only those before each rollout's first `done`, as Google Brax does
+    (`runner.Agent.counts_env_steps`)."""
+    return num_rollouts * steps_per_rollout(c) * c.action_repeat
+
+
+def agent_fields(name: str, c: RunConfig, net: Any, num_rollouts: int, normalize: bool) -> dict[str, Any]:
+    """The `runner.Agent` fields ES and ARS fill alike: the counted env steps and the checkpoint meta."""
+    return {
+        "env_steps_per_update": env_steps_per_generation(c, num_rollouts),
+        "counts_env_steps": COUNTS_ENV_STEPS,
+        "meta": runner.checkpoint_meta(name, networks.description_of(net), normalize),
+    }
 
 Act = Callable[[Any, Any], jax.Array]
 """`act(members, obs) -> actions`: every member's policy on its own rollout's observation (2n, ...)."""
@@ -380,18 +417,23 @@ def population_errors(
 
 
 __all__ = [
+    "COUNTS_ENV_STEPS",
     "Act",
     "Generation",
     "Moments",
     "Population",
+    "PopulationConfig",
     "Rollouts",
+    "agent_fields",
     "check_observations",
     "counted_steps",
+    "env_steps_per_generation",
     "evaluate",
     "nonfinite_code",
     "perturb",
     "population_errors",
     "reduce_moments",
+    "steps_per_rollout",
     "train",
     "update_statistics",
 ]

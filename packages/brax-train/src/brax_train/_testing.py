@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import brax_envs
@@ -49,6 +50,14 @@ def resumed_is_bit_exact(learned: Any, full: Any, resumed: Any) -> bool:
     """A run resumed from `learned`'s checkpoint ends with the parameters of the uninterrupted `full`
     run, which differ from `learned`'s (so the resumed run did train)."""
     return not leaves_equal(learned, full) and leaves_equal(resumed, full)
+
+
+def full_and_resumed(train: Callable[..., Any], kw: Mapping[str, Any], learned_root: Any) -> dict[str, Any]:
+    """`full`: `train(fast(), **kw)` in one go with 4 evaluations; `resumed`: the run checkpointed at
+    `learned_root` resumed to the same end with 2 (the resume tests of APG and BC)."""
+    full = train(fast(), **kw, num_evals=4)
+    resumed = train(fast(), **kw, num_evals=2, restore_checkpoint_path=learned_root)
+    return {"full": full, "resumed": resumed}
 
 
 def assert_same_actions(got: Policy, expected: Policy, obs: Any) -> None:

@@ -16,6 +16,7 @@ _PRECISIONS = ("highest", "float32", "high", "bfloat16_3x", "tensorfloat32", "de
 
 C = TypeVar("C", bound="RunConfig")
 T = TypeVar("T")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class ConfigError(ValueError):
@@ -203,6 +204,12 @@ class Unsupported(Check):
 def setting(default: T, check: Check) -> T:
     """A config field defaulting to `default` whose values `check` validates (see `field_errors`)."""
     return dataclasses.field(default=default, metadata={_CHECK: check})
+
+
+def factory_setting(default: _F, keywords: bool = True) -> _F:
+    """A `network_factory` field defaulting to the factory `default`: any callable, or with `keywords` a
+    mapping of `default`'s keywords (named after it in messages)."""
+    return setting(default, Function(keywords_of=default.__name__ if keywords else None))
 
 
 def field_checks(cls: type[RunConfig]) -> dict[str, Check]:
@@ -409,6 +416,7 @@ __all__ = [
     "RunConfig",
     "Satisfies",
     "Unsupported",
+    "factory_setting",
     "field_checks",
     "field_errors",
     "is_int",

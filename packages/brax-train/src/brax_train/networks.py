@@ -21,6 +21,7 @@ import numpy as np
 from flax import linen
 
 from brax_train import running_statistics
+from brax_train.distribution import NormalTanhDistribution
 from brax_train.types import PRNGKey
 
 ActivationFn = Callable[[jax.Array], jax.Array]
@@ -112,6 +113,24 @@ class FeedForwardNetwork:
     """`init(key) -> params`."""
     apply: Callable[..., jax.Array]
     """`apply(normalizer_params, params, obs) -> output`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Recorded:
+    """Networks carrying the JSON recipe their factory recorded (`Recipe.record`), as checkpoints store it."""
+
+    description: dict[str, Any] = dataclasses.field(default_factory=dict, kw_only=True)
+    """JSON-able recipe to rebuild these networks (see their factory); empty when unknown."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TanhGaussianPolicyNetworks(Recorded):
+    """A policy network and its tanh-Gaussian action distribution (APG's and BC's networks)."""
+
+    policy_network: FeedForwardNetwork
+    """Observations -> distribution parameters `[loc, raw_scale]`."""
+    parametric_action_distribution: NormalTanhDistribution
+    """Maps policy outputs to actions (`loc` and `scale`, reparameterized samples)."""
 
 
 def observation_shapes(obs_size: Any) -> Any:
@@ -474,6 +493,8 @@ __all__ = [
     "PolicyParams",
     "PreprocessObservationFn",
     "Recipe",
+    "Recorded",
+    "TanhGaussianPolicyNetworks",
     "callable_name",
     "describe",
     "description_kwargs",

@@ -18,22 +18,10 @@ from brax_train import agents
 from brax_train.ppo.config import PPOConfig
 
 PPO_BASE = PPOConfig(
-    num_timesteps=5_000_000,
-    num_evals=10,
-    episode_length=1000,
-    action_repeat=1,
-    num_envs=256,
-    batch_size=256,
-    num_minibatches=8,
-    unroll_length=10,
-    num_updates_per_batch=4,
-    discounting=0.97,
-    learning_rate=3e-4,
-    entropy_cost=1e-2,
-    normalize_observations=True,
-    reward_scaling=1.0,
-    num_eval_envs=128,
-    network_factory={},
+    num_timesteps=5_000_000, num_evals=10, episode_length=1000, action_repeat=1,
+    num_envs=256, batch_size=256, num_minibatches=8, unroll_length=10, num_updates_per_batch=4,
+    discounting=0.97, learning_rate=3e-4, entropy_cost=1e-2, normalize_observations=True, reward_scaling=1.0,
+    num_eval_envs=128, network_factory={},
     # Training-episode metrics after every training step keep the progress bar and metrics.jsonl
     # live between evaluations; they cost one small host transfer per training step.
     log_training_metrics=True,
@@ -43,84 +31,35 @@ PPO_BASE = PPOConfig(
 _CPU_NETS = {"policy_hidden_layer_sizes": [32, 32, 32, 32], "value_hidden_layer_sizes": [64, 64, 64, 64]}
 _CPU: dict[str, Any] = {"num_eval_envs": 16, "network_factory": _CPU_NETS}
 _GPU: dict[str, Any] = {"num_timesteps": 50_000_000, "num_minibatches": 32, "num_updates_per_batch": 8}
+# Both inverted pendulums: Google Brax's settings for them, CPU-sized.
+_INVERTED = PPO_BASE.replace(
+    **_CPU, reward_scaling=10.0, num_envs=2048, batch_size=1024, num_minibatches=32, unroll_length=5, seed=1
+)
 
 PPO_PRESETS: dict[str, PPOConfig] = {
     "fast": PPO_BASE.replace(
-        num_timesteps=60_000,
-        episode_length=100,
-        num_envs=16,
-        batch_size=16,
-        num_minibatches=4,
-        unroll_length=20,
-        num_updates_per_batch=4,
-        discounting=0.99,
-        learning_rate=3e-3,
-        entropy_cost=1e-2,
-        normalize_observations=False,
-        num_eval_envs=16,
-        deterministic_eval=True,
-        seed=1,
+        num_timesteps=60_000, episode_length=100, num_envs=16, batch_size=16, num_minibatches=4,
+        unroll_length=20, num_updates_per_batch=4, discounting=0.99, learning_rate=3e-3, entropy_cost=1e-2,
+        normalize_observations=False, num_eval_envs=16, deterministic_eval=True, seed=1,
         network_factory={"policy_hidden_layer_sizes": [16, 16], "value_hidden_layer_sizes": [16, 16]},
     ),
-    "inverted_pendulum": PPO_BASE.replace(
-        **_CPU,
-        num_timesteps=2_000_000,
-        reward_scaling=10.0,
-        num_envs=2048,
-        batch_size=1024,
-        num_minibatches=32,
-        unroll_length=5,
-        seed=1,
-    ),
-    "inverted_double_pendulum": PPO_BASE.replace(
-        **_CPU,
-        num_timesteps=10_000_000,
-        num_evals=20,
-        reward_scaling=10.0,
-        num_envs=2048,
-        batch_size=1024,
-        num_minibatches=32,
-        unroll_length=5,
-        seed=1,
-    ),
+    "inverted_pendulum": _INVERTED.replace(num_timesteps=2_000_000),
+    "inverted_double_pendulum": _INVERTED.replace(num_timesteps=10_000_000, num_evals=20),
     "pendulum_swingup": PPO_BASE.replace(
-        **_CPU,
-        num_timesteps=1_000_000,
-        episode_length=200,
-        num_envs=256,
-        batch_size=256,
-        num_minibatches=8,
+        **_CPU, num_timesteps=1_000_000, episode_length=200, num_envs=256, batch_size=256, num_minibatches=8,
         reward_scaling=10.0,
     ),
     "reacher": PPO_BASE.replace(
-        **_CPU,
-        num_timesteps=10_000_000,
-        num_evals=20,
-        reward_scaling=5.0,
-        action_repeat=4,
-        num_envs=1024,
-        batch_size=256,
-        num_minibatches=32,
-        unroll_length=50,
-        num_updates_per_batch=8,
-        discounting=0.95,
+        **_CPU, num_timesteps=10_000_000, num_evals=20, reward_scaling=5.0, action_repeat=4, num_envs=1024,
+        batch_size=256, num_minibatches=32, unroll_length=50, num_updates_per_batch=8, discounting=0.95,
         entropy_cost=1e-3,
     ),
     "ant": PPO_BASE.replace(
-        num_timesteps=50_000_000,
-        reward_scaling=10.0,
-        num_envs=4096,
-        batch_size=2048,
-        num_minibatches=32,
+        num_timesteps=50_000_000, reward_scaling=10.0, num_envs=4096, batch_size=2048, num_minibatches=32,
         unroll_length=5,
     ),
     "halfcheetah": PPO_BASE.replace(
-        **_GPU,
-        num_evals=20,
-        num_envs=2048,
-        batch_size=512,
-        unroll_length=20,
-        discounting=0.95,
+        **_GPU, num_evals=20, num_envs=2048, batch_size=512, unroll_length=20, discounting=0.95,
         entropy_cost=1e-3,
     ),
     "hopper": PPO_BASE.replace(
@@ -133,22 +72,12 @@ PPO_PRESETS: dict[str, PPOConfig] = {
         **_GPU, reward_scaling=0.1, num_envs=2048, batch_size=1024, unroll_length=10, entropy_cost=1e-3
     ),
     "humanoidstandup": PPO_BASE.replace(
-        **{**_GPU, "num_timesteps": 100_000_000},
-        num_evals=20,
-        reward_scaling=0.1,
-        num_envs=2048,
-        batch_size=1024,
-        unroll_length=15,
-        learning_rate=6e-4,
+        **{**_GPU, "num_timesteps": 100_000_000}, num_evals=20, reward_scaling=0.1, num_envs=2048,
+        batch_size=1024, unroll_length=15, learning_rate=6e-4,
     ),
     "pusher": PPO_BASE.replace(
-        **{**_GPU, "num_minibatches": 16},
-        num_evals=20,
-        reward_scaling=5.0,
-        num_envs=2048,
-        batch_size=512,
-        unroll_length=30,
-        discounting=0.95,
+        **{**_GPU, "num_minibatches": 16}, num_evals=20, reward_scaling=5.0, num_envs=2048, batch_size=512,
+        unroll_length=30, discounting=0.95,
     ),
     "swimmer": PPO_BASE.replace(
         **_GPU, num_envs=2048, batch_size=1024, unroll_length=10, discounting=0.995, entropy_cost=1e-3
@@ -162,20 +91,9 @@ PPO_PRESETS: dict[str, PPOConfig] = {
 # pixel benchmarks do: 250 decisions an episode, and held actions explore the swing-up tasks.
 # Evaluations act with the policy's mean, as the suite's results are usually reported.
 _DMC = PPO_BASE.replace(
-    **_CPU,
-    reward_scaling=10.0,
-    num_envs=128,
-    batch_size=128,
-    num_minibatches=8,
-    unroll_length=20,
-    num_updates_per_batch=8,
-    discounting=0.995,
-    learning_rate=1e-3,
-    entropy_cost=1e-2,
-    bootstrap_on_timeout=True,
-    action_repeat=4,
-    deterministic_eval=True,
-    seed=1,
+    **_CPU, reward_scaling=10.0, num_envs=128, batch_size=128, num_minibatches=8, unroll_length=20,
+    num_updates_per_batch=8, discounting=0.995, learning_rate=1e-3, entropy_cost=1e-2,
+    bootstrap_on_timeout=True, action_repeat=4, deterministic_eval=True, seed=1,
 )
 # Per task: the steps of issue 55's target and, where seeds on a second machine (other round-off,
 # other trajectories) missed it, a shorter discount (reacher-easy, the swing-ups), more passes over
@@ -199,15 +117,7 @@ PPO_PRESETS.update({f"dm_control/{task}": _DMC.replace(**kw) for task, kw in _DM
 # discount for dense per-step tracking rewards.
 _JOYSTICK = PPO_BASE.replace(
     num_timesteps=50_000_000,
-    num_envs=256,
-    batch_size=256,
-    num_minibatches=8,
     unroll_length=20,
-    num_updates_per_batch=4,
-    discounting=0.97,
-    learning_rate=3e-4,
-    entropy_cost=1e-2,
-    reward_scaling=1.0,
     bootstrap_on_timeout=True,
     num_eval_envs=16,
     network_factory={"policy_hidden_layer_sizes": [128, 128, 128],
@@ -307,51 +217,28 @@ _SMALL_EVAL: dict[str, Any] = {
 _AGENT_PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     "sac": {
         "inverted_pendulum": dict(
-            _SMALL_EVAL,
-            num_timesteps=32_000,
-            num_evals=5,
-            num_envs=64,
-            batch_size=256,
-            grad_updates_per_step=64,
-            min_replay_size=1024,
-            max_replay_size=100_000,
-            learning_rate=1e-3,
-            discounting=0.99,
-            network_factory={"hidden_layer_sizes": [64, 64]},
+            _SMALL_EVAL, num_timesteps=32_000, num_evals=5, num_envs=64, batch_size=256,
+            grad_updates_per_step=64, min_replay_size=1024, max_replay_size=100_000, learning_rate=1e-3,
+            discounting=0.99, network_factory={"hidden_layer_sizes": [64, 64]},
         ),
     },
     "es": {
         "inverted_pendulum": dict(
-            _SMALL_EVAL,
-            num_timesteps=100 * 2 * 16 * 200,
-            episode_length=200,
-            population_size=16,
-            learning_rate=0.03,
-            perturbation_std=0.05,
-            fitness_shaping="centered_rank",
+            _SMALL_EVAL, num_timesteps=100 * 2 * 16 * 200, episode_length=200, population_size=16,
+            learning_rate=0.03, perturbation_std=0.05, fitness_shaping="centered_rank",
             network_factory={"hidden_layer_sizes": [16]},
         ),
     },
     "ars": {
         "inverted_pendulum": dict(
-            _SMALL_EVAL,
-            num_timesteps=100 * 2 * 16 * 200,
-            episode_length=200,
-            number_of_directions=16,
-            top_directions=8,
-            step_size=0.1,
-            exploration_noise_std=0.2,
+            _SMALL_EVAL, num_timesteps=100 * 2 * 16 * 200, episode_length=200, number_of_directions=16,
+            top_directions=8, step_size=0.1, exploration_noise_std=0.2,
         ),
     },
     "apg": {
         "reacher": dict(
-            _SMALL_EVAL,
-            num_timesteps=800 * 32 * 16,
-            episode_length=200,
-            num_envs=32,
-            horizon_length=16,
-            learning_rate=1e-2,
-            network_factory={"hidden_layer_sizes": [32, 32]},
+            _SMALL_EVAL, num_timesteps=800 * 32 * 16, episode_length=200, num_envs=32, horizon_length=16,
+            learning_rate=1e-2, network_factory={"hidden_layer_sizes": [32, 32]},
         ),
     },
 }

@@ -11,12 +11,12 @@ from brax_train.apg import networks as apg_networks
 from brax_train.config import (
     Bool,
     ConfigError,
-    Function,
     Int,
     Num,
     RunConfig,
     Satisfies,
     Unsupported,
+    factory_setting,
     is_int,
     is_num,
     raise_errors,
@@ -65,8 +65,8 @@ class APGConfig(RunConfig):
     """Global gradient-norm clip applied before Adam (each element is also clipped to [-1, 1], as Brax)."""
     normalize_observations: bool = setting(False, Bool())
     """Normalize observations with running statistics."""
-    network_factory: Callable[..., apg_networks.APGNetworks] | Mapping[str, Any] = setting(
-        apg_networks.make_apg_networks, Function(keywords_of="make_apg_networks")
+    network_factory: Callable[..., apg_networks.APGNetworks] | Mapping[str, Any] = factory_setting(
+        apg_networks.make_apg_networks
     )
     """`fn(observation_size, action_size, preprocess_observations_fn=) -> APGNetworks`, or a mapping of
     `make_apg_networks` keywords."""

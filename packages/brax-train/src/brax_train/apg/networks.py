@@ -9,7 +9,6 @@ store, so a policy can be rebuilt without the training script.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,16 +27,8 @@ class APGParams(networks.PolicyParams):
     """Everything an APG policy needs: observation statistics and policy parameters."""
 
 
-@dataclasses.dataclass(frozen=True)
-class APGNetworks:
-    """The policy network and its action distribution."""
-
-    policy_network: networks.FeedForwardNetwork
-    """Observations -> distribution parameters `[loc, raw_scale]`."""
-    parametric_action_distribution: NormalTanhDistribution
-    """Maps policy outputs to (reparameterized) actions."""
-    description: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """JSON-able recipe to rebuild these networks (see `make_apg_networks`); empty when unknown."""
+class APGNetworks(networks.TanhGaussianPolicyNetworks):
+    """The policy network and its action distribution (`description`: see `make_apg_networks`)."""
 
 
 @_RECIPE.record
@@ -57,14 +48,9 @@ def make_apg_networks(
     """
     dist = NormalTanhDistribution(event_size=action_size, var_scale=_VAR_SCALE)
     policy_network = networks.make_mlp_network(
-        dist.param_size,
-        observation_size,
-        hidden_layer_sizes=hidden_layer_sizes,
-        activation=activation,
-        kernel_init=jax.nn.initializers.orthogonal(_KERNEL_SCALE),
-        obs_key=policy_obs_key,
-        preprocess_observations_fn=preprocess_observations_fn,
-        layer_norm=layer_norm,
+        dist.param_size, observation_size, hidden_layer_sizes=hidden_layer_sizes, activation=activation,
+        kernel_init=jax.nn.initializers.orthogonal(_KERNEL_SCALE), obs_key=policy_obs_key,
+        preprocess_observations_fn=preprocess_observations_fn, layer_norm=layer_norm,
     )
     return APGNetworks(policy_network, dist)
 

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
 from jax.sharding import NamedSharding
 
-from brax_train import networks, runner, running_statistics
+from brax_train import _learner, networks, runner, running_statistics
 from brax_train.apg import networks as apg_networks
 from brax_train.apg.config import APGConfig, env_steps_per_update, merge, resolve, steps_per_update, validate
 from brax_train.runner import NONFINITE, NonFiniteError, P, TrainResult, constrain
@@ -32,15 +32,9 @@ logger = logging.getLogger("brax_train.apg")
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class TrainingState:
-    """Device-side learner state."""
+class TrainingState(_learner.PolicyState):
+    """Device-side learner state: the policy's, and whether the environments' clocks are staggered."""
 
-    params: Any
-    """Policy parameters (flax variables dict)."""
-    normalizer: running_statistics.RunningStatisticsState
-    """Observation statistics."""
-    optimizer_state: Any
-    """optax state."""
     started: jax.Array
     """() bool: an update has run (the first one staggers the environments' episode clocks)."""
 

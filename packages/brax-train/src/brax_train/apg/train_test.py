@@ -13,7 +13,7 @@ import pytest
 from brax_envs import wrappers
 from brax_envs.envs.fast import Fast
 
-from brax_train import checkpoint, running_statistics
+from brax_train import _testing, checkpoint, running_statistics
 from brax_train._testing import assert_same_actions, fast, leaves_equal, on_both_devices, resumed_is_bit_exact
 from brax_train.apg import (
     APGConfig,
@@ -231,9 +231,7 @@ def test_policy_from_checkpoint_refuses_another_agent(learned: dict[str, Any]) -
 def runs(learned: dict[str, Any]) -> dict[str, Any]:
     """90 updates in one go, and the `learned` run (60 updates) resumed to 90."""
     kw = {**LEARN, "policy_updates": 90, "run_evals": False}
-    full = train(fast(), **kw, num_evals=4)
-    resumed = train(fast(), **kw, num_evals=2, restore_checkpoint_path=learned["root"])
-    return {"full": full, "resumed": resumed}
+    return _testing.full_and_resumed(train, kw, learned["root"])
 
 
 def test_resume_is_bit_exact(learned: dict[str, Any], runs: dict[str, Any]) -> None:

@@ -7,15 +7,20 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from brax_train import networks
-from brax_train._population import population_errors
+from brax_train._population import (
+    COUNTS_ENV_STEPS,
+    PopulationConfig,
+    env_steps_per_generation,
+    population_errors,
+    steps_per_rollout,
+)
 from brax_train.ars import networks as ars_networks
 from brax_train.config import (
     Bool,
     ConfigError,
-    Function,
     Int,
     Num,
-    RunConfig,
+    factory_setting,
     raise_errors,
     run_errors,
     setting,
@@ -28,17 +33,13 @@ class ARSConfigError(ConfigError):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ARSConfig(RunConfig):
+class ARSConfig(PopulationConfig):
     """All settings of `ars.train`, named and defaulted as in Google Brax's `ars.train`.
 
-    The runner's settings come from `RunConfig`; `num_envs` is not an ARS setting: every generation
-    runs `2 * number_of_directions` rollouts (leave it unset).
-    """
+    `PopulationConfig` holds the runner's settings and Brax's run length; `num_envs` is not an ARS
+    setting: every generation runs `2 * number_of_directions` rollouts (leave it unset).
+"""
 
-    num_timesteps: int = 100
-    """Environment steps to train for (counting action repeats); 0 returns the initial parameters."""
-    episode_length: int | None = 1000
-    """Time limit of every rollout and evaluation episode, in environment steps."""
     number_of_directions: int = setting(60, Int(ge=1))
     """Random directions per generation (2 * number_of_directions rollouts)."""
     top_directions: int = setting(20, Int(ge=1))
@@ -51,8 +52,8 @@ class ARSConfig(RunConfig):
     """Subtracted from every training reward (the paper's survival-bonus removal)."""
     normalize_observations: bool = setting(False, Bool())
     """Normalize observations with running statistics of the rollouts' observations (ARS V2)."""
-    network_factory: Callable[..., networks.FeedForwardNetwork] = setting(
-        ars_networks.make_policy_network, Function()
+    network_factory: Callable[..., networks.FeedForwardNetwork] = factory_setting(
+        ars_networks.make_policy_network, keywords=False
     )
     """`fn(observation_size=, action_size=, preprocess_observations_fn=) -> FeedForwardNetwork`."""
 
@@ -76,20 +77,9 @@ def top(c: ARSConfig) -> int:
     return min(c.top_directions, c.number_of_directions)
 
 
-def steps_per_rollout(c: ARSConfig) -> int:
-    """Policy steps of one rollout: a whole episode of `episode_length` env steps."""
-    assert c.episode_length is not None
-    return c.episode_length // c.action_repeat
-
-
-COUNTS_ENV_STEPS = True
-"""A generation counts the env steps of running episodes only (`runner.Agent.counts_env_steps`)."""
-
-
 def env_steps_per_update(c: ARSConfig) -> int:
-    """Environment steps one generation steps at most (action repeats included); the run counts only
-    those before each rollout's first `done`, as Google Brax does (`runner.Agent.counts_env_steps`)."""
-    return num_rollouts(c) * steps_per_rollout(c) * c.action_repeat
+    """Environment steps one generation steps at most (`_population.env_steps_per_generation`)."""
+    return env_steps_per_generation(c, num_rollouts(c))
 
 
 def run_config(c: ARSConfig) -> ARSConfig:

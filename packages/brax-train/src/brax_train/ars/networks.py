@@ -30,11 +30,8 @@ class ARSParams(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class ARSNetwork(networks.FeedForwardNetwork):
-    """A `FeedForwardNetwork` (`init`, `apply`) with the JSON recipe to rebuild it."""
-
-    description: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """JSON-able recipe (see `make_policy_network`); empty when unknown."""
+class ARSNetwork(networks.FeedForwardNetwork, networks.Recorded):
+    """A `FeedForwardNetwork` (`init`, `apply`) with the recipe to rebuild it (see `make_policy_network`)."""
 
 
 @_RECIPE.record

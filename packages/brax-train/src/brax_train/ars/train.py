@@ -20,10 +20,9 @@ import jax.numpy as jnp
 from brax_train import _population, networks, runner, running_statistics
 from brax_train.ars import networks as ars_networks
 from brax_train.ars.config import (
-    COUNTS_ENV_STEPS,
     ARSConfig,
-    env_steps_per_update,
     merge,
+    num_rollouts,
     run_config,
     steps_per_rollout,
     top,
@@ -109,15 +108,9 @@ def _make_agent(c: ARSConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         del s
         return TrainingState(params=params.policy, normalizer=params.normalizer)
 
+    fields = _population.agent_fields("ars", c, net, num_rollouts(c), c.normalize_observations)
     return runner.Agent(
-        init=init,
-        update=update,
-        policy_params=public_params,
-        make_policy=ars_networks.make_inference_fn(net),
-        env_steps_per_update=env_steps_per_update(c),
-        warm_start=warm_start,
-        counts_env_steps=COUNTS_ENV_STEPS,
-        meta=runner.checkpoint_meta("ars", networks.description_of(net), c.normalize_observations),
+        init, update, public_params, ars_networks.make_inference_fn(net), warm_start=warm_start, **fields
     )
 
 

@@ -21,6 +21,7 @@ from brax_train.config import (
     Num,
     RunConfig,
     Unsupported,
+    factory_setting,
     is_int,
     raise_errors,
     run_errors,
@@ -78,8 +79,8 @@ class BCConfig(RunConfig):
     """Brax's name for the episode length when `episode_length` is not given."""
     num_evals: int = 0
     """Evaluations over the run (Brax's BC default: none)."""
-    network_factory: Callable[..., bc_networks.BCNetworks] | Mapping[str, Any] = setting(
-        bc_networks.make_bc_networks, Function(keywords_of="make_bc_networks")
+    network_factory: Callable[..., bc_networks.BCNetworks] | Mapping[str, Any] = factory_setting(
+        bc_networks.make_bc_networks
     )
     """`fn(observation_size, action_size, preprocess_observations_fn=) -> BCNetworks`, or a mapping of
     `make_bc_networks` keywords."""

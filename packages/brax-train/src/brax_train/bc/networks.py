@@ -8,7 +8,6 @@ store, so a policy can be rebuilt without the training script.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -26,16 +25,8 @@ class BCParams(networks.PolicyParams):
     """Everything a BC student needs: observation statistics and policy parameters."""
 
 
-@dataclasses.dataclass(frozen=True)
-class BCNetworks:
-    """The student's policy network and its action distribution."""
-
-    policy_network: networks.FeedForwardNetwork
-    """Observations -> distribution parameters `[loc, raw_scale]`."""
-    parametric_action_distribution: NormalTanhDistribution
-    """Splits the outputs into `loc` and `scale`."""
-    description: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """JSON-able recipe to rebuild these networks (see `make_bc_networks`); empty when unknown."""
+class BCNetworks(networks.TanhGaussianPolicyNetworks):
+    """The student's policy network and its action distribution (`description`: see `make_bc_networks`)."""
 
 
 @_RECIPE.record
@@ -55,12 +46,8 @@ def make_bc_networks(
     """
     dist = NormalTanhDistribution(event_size=action_size)
     policy_network = networks.make_mlp_network(
-        dist.param_size,
-        observation_size,
-        hidden_layer_sizes=policy_hidden_layer_sizes,
-        activation=activation,
-        kernel_init=jax.nn.initializers.lecun_uniform(),
-        obs_key=policy_obs_key,
+        dist.param_size, observation_size, hidden_layer_sizes=policy_hidden_layer_sizes,
+        activation=activation, kernel_init=jax.nn.initializers.lecun_uniform(), obs_key=policy_obs_key,
         preprocess_observations_fn=preprocess_observations_fn,
     )
     return BCNetworks(policy_network, dist)

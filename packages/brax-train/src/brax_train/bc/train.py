@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
 from jax.sharding import Mesh, NamedSharding
 
-from brax_train import checkpoint, networks, runner, running_statistics
+from brax_train import _learner, checkpoint, networks, runner, running_statistics
 from brax_train.bc import networks as bc_networks
 from brax_train.bc.config import (
     BCConfig,
@@ -44,15 +44,9 @@ logger = logging.getLogger("brax_train.bc")
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class TrainingState:
-    """Device-side learner state."""
+class TrainingState(_learner.PolicyState):
+    """Device-side learner state: the student policy's (`params`), and the DAgger steps done."""
 
-    params: Any
-    """Student policy parameters (flax variables dict)."""
-    normalizer: running_statistics.RunningStatisticsState
-    """Observation statistics."""
-    optimizer_state: Any
-    """optax state."""
     dagger_step: jax.Array
     """() int32 DAgger steps done (what `dagger_beta_fn` reads)."""
 

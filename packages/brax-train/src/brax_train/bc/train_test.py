@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from brax_envs.envs.fast import Fast
 
-from brax_train import checkpoint, ppo, running_statistics
+from brax_train import _testing, checkpoint, ppo, running_statistics
 from brax_train._testing import assert_same_actions, fast, leaves_equal, on_both_devices, resumed_is_bit_exact
 from brax_train.bc import (
     BCConfig,
@@ -273,9 +273,7 @@ def runs(learned: dict[str, Any]) -> dict[str, Any]:
     Evaluation intervals of 3 steps in every run, so the per-interval resets (`reset=True`) line up.
     """
     kw = {**BASE, "teacher_inference_fn": teacher, "dagger_steps": 9, "run_evals": False}
-    full = train(fast(), **kw, num_evals=4)
-    resumed = train(fast(), **kw, num_evals=2, restore_checkpoint_path=learned["root"])
-    return {"full": full, "resumed": resumed}
+    return _testing.full_and_resumed(train, kw, learned["root"])
 
 
 def test_resume_is_bit_exact(learned: dict[str, Any], runs: dict[str, Any]) -> None:

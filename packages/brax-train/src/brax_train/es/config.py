@@ -6,15 +6,20 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from brax_train._population import population_errors
+from brax_train._population import (
+    COUNTS_ENV_STEPS,
+    PopulationConfig,
+    env_steps_per_generation,
+    population_errors,
+    steps_per_rollout,
+)
 from brax_train.config import (
     Bool,
     ConfigError,
-    Function,
     Int,
     Num,
     OneOf,
-    RunConfig,
+    factory_setting,
     raise_errors,
     run_errors,
     setting,
@@ -29,17 +34,13 @@ class ESConfigError(ConfigError):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ESConfig(RunConfig):
+class ESConfig(PopulationConfig):
     """All settings of `es.train`, named and defaulted as in Google Brax's `es.train`.
 
-    The runner's settings come from `RunConfig`; `num_envs` is not an ES setting: every generation
-    runs `2 * population_size` rollouts (leave it unset).
+    Every generation runs `2 * population_size` rollouts, so `num_envs` is not an ES setting (leave it
+    unset); the runner's other settings and Brax's run length come from `PopulationConfig`.
     """
 
-    num_timesteps: int = 100
-    """Environment steps to train for (counting action repeats); 0 returns the initial parameters."""
-    episode_length: int | None = 1000
-    """Time limit of every rollout and evaluation episode, in environment steps."""
     population_size: int = setting(128, Int(ge=1))
     """Antithetic pairs per generation (2 * population_size rollouts)."""
     perturbation_std: float = setting(0.1, Num(gt=0))
@@ -57,8 +58,8 @@ class ESConfig(RunConfig):
     """Standardize the shaped fitness (mean 0, std 1) before the update."""
     normalize_observations: bool = setting(False, Bool())
     """Normalize observations with running statistics of the rollouts' observations."""
-    network_factory: Callable[..., es_networks.ESNetworks] | Mapping[str, Any] = setting(
-        es_networks.make_es_networks, Function(keywords_of="make_es_networks")
+    network_factory: Callable[..., es_networks.ESNetworks] | Mapping[str, Any] = factory_setting(
+        es_networks.make_es_networks
     )
     """`fn(observation_size=, action_size=, preprocess_observations_fn=) -> ESNetworks`, or a mapping of
     `make_es_networks` keywords."""
@@ -78,20 +79,9 @@ def num_rollouts(c: ESConfig) -> int:
     return 2 * c.population_size
 
 
-def steps_per_rollout(c: ESConfig) -> int:
-    """Policy steps of one rollout: a whole episode of `episode_length` env steps."""
-    assert c.episode_length is not None
-    return c.episode_length // c.action_repeat
-
-
-COUNTS_ENV_STEPS = True
-"""A generation counts the env steps of running episodes only (`runner.Agent.counts_env_steps`)."""
-
-
 def env_steps_per_update(c: ESConfig) -> int:
-    """Environment steps one generation steps at most (action repeats included); the run counts only
-    those before each rollout's first `done`, as Google Brax does (`runner.Agent.counts_env_steps`)."""
-    return num_rollouts(c) * steps_per_rollout(c) * c.action_repeat
+    """Environment steps one generation steps at most (`_population.env_steps_per_generation`)."""
+    return env_steps_per_generation(c, num_rollouts(c))
 
 
 def run_config(c: ESConfig) -> ESConfig:

@@ -26,13 +26,11 @@ class ESParams(networks.PolicyParams):
 
 
 @dataclasses.dataclass(frozen=True)
-class ESNetworks:
-    """The policy network and the JSON recipe to rebuild it."""
+class ESNetworks(networks.Recorded):
+    """The policy network and the JSON recipe to rebuild it (`description`: see `make_es_networks`)."""
 
     policy_network: networks.FeedForwardNetwork
     """Observations -> pre-tanh actions (action_size,)."""
-    description: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """JSON-able recipe (see `make_es_networks`); empty when unknown."""
 
 
 @_RECIPE.record
@@ -49,10 +47,7 @@ def make_es_networks(
     checkpoints so the policy can be rebuilt without the training script.
     """
     policy_network = networks.make_mlp_network(
-        action_size,
-        observation_size,
-        hidden_layer_sizes=hidden_layer_sizes,
-        activation=activation,
+        action_size, observation_size, hidden_layer_sizes=hidden_layer_sizes, activation=activation,
         kernel_init=jax.nn.initializers.lecun_uniform(),
         preprocess_observations_fn=preprocess_observations_fn,
     )

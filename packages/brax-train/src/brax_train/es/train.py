@@ -17,15 +17,14 @@ import jax
 import jax.numpy as jnp
 import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
 
-from brax_train import _population, networks, runner, running_statistics
+from brax_train import _learner, _population, networks, runner, running_statistics
 from brax_train._population import check_observations
 from brax_train.es import fitness
 from brax_train.es import networks as es_networks
 from brax_train.es.config import (
-    COUNTS_ENV_STEPS,
     ESConfig,
-    env_steps_per_update,
     merge,
+    num_rollouts,
     run_config,
     steps_per_rollout,
     validate,
@@ -36,15 +35,8 @@ from brax_train.types import PRNGKey
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
-class TrainingState:
-    """Device-side learner state."""
-
-    params: Any
-    """Policy MLP parameters (the centre of the population)."""
-    normalizer: running_statistics.RunningStatisticsState
-    """Observation statistics."""
-    optimizer_state: Any
-    """optax Adam state."""
+class TrainingState(_learner.PolicyState):
+    """Device-side learner state: `params` is the centre of the population, `optimizer_state` Adam's."""
 
 
 def public_params(s: TrainingState) -> es_networks.ESParams:
@@ -96,15 +88,9 @@ def _make_agent(c: ESConfig, setup: runner.Setup) -> runner.Agent[TrainingState,
             params=params.policy, normalizer=params.normalizer, optimizer_state=optimizer.init(params.policy)
         )
 
+    fields = _population.agent_fields("es", c, net, num_rollouts(c), c.normalize_observations)
     return runner.Agent(
-        init=init,
-        update=update,
-        policy_params=public_params,
-        make_policy=es_networks.make_inference_fn(net),
-        env_steps_per_update=env_steps_per_update(c),
-        warm_start=warm_start,
-        counts_env_steps=COUNTS_ENV_STEPS,
-        meta=runner.checkpoint_meta("es", networks.description_of(net), c.normalize_observations),
+        init, update, public_params, es_networks.make_inference_fn(net), warm_start=warm_start, **fields
     )
 
 

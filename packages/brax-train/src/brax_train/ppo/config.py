@@ -8,13 +8,13 @@ from typing import Any
 
 from brax_train.config import (
     ConfigError,
-    Function,
     Instance,
     Int,
     Num,
     OneOf,
     RunConfig,
     Unsupported,
+    factory_setting,
     raise_errors,
     run_errors,
     setting,
@@ -97,8 +97,8 @@ class PPOConfig(RunConfig):
     """Lower bound of the adaptive learning rate; the linear schedule's final rate."""
     learning_rate_schedule_max_lr: float = setting(1e-2, Num(ge=0))
     """Upper bound of the adaptive learning rate."""
-    network_factory: Callable[..., ppo_networks.PPONetworks] | Mapping[str, Any] = setting(
-        ppo_networks.make_ppo_networks, Function(keywords_of="make_ppo_networks")
+    network_factory: Callable[..., ppo_networks.PPONetworks] | Mapping[str, Any] = factory_setting(
+        ppo_networks.make_ppo_networks
     )
     """`fn(observation_size, action_size, preprocess_observations_fn=) -> PPONetworks`, or a mapping of
     `make_ppo_networks` keywords (as in MuJoCo Playground configs)."""

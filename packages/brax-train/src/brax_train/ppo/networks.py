@@ -8,6 +8,7 @@ JSON-able `description` (activation and initializers by importable name) that ch
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -40,8 +41,8 @@ class PPOParams(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
-class PPONetworks:
-    """Policy and value networks plus the action distribution."""
+class PPONetworks(networks.Recorded):
+    """Policy and value networks plus the action distribution (`description`: see `make_ppo_networks`)."""
 
     policy_network: networks.FeedForwardNetwork
     """Observations -> distribution parameters."""
@@ -49,8 +50,6 @@ class PPONetworks:
     """Observations -> state value (squeezed)."""
     parametric_action_distribution: NormalTanhDistribution
     """Maps policy outputs to actions, log-probabilities and entropies."""
-    description: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """JSON-able recipe to rebuild these networks (see `make_ppo_networks`); empty when unknown."""
 
 
 @_RECIPE.record
@@ -87,32 +86,20 @@ def make_ppo_networks(
     policy_init = kernel_init or policy_network_kernel_init_fn(**(policy_network_kernel_init_kwargs or {}))
     value_init = kernel_init or value_network_kernel_init_fn(**(value_network_kernel_init_kwargs or {}))
     dist = NormalTanhDistribution(event_size=action_size, min_std=min_std)
-    policy_network = networks.make_mlp_network(
-        dist.param_size,
-        observation_size,
-        hidden_layer_sizes=policy_hidden_layer_sizes,
-        activation=activation,
-        kernel_init=policy_init,
-        obs_key=policy_obs_key,
+    # The two MLPs differ only in their sizes, initializer and observation key.
+    mlp = functools.partial(
+        networks.make_mlp_network, activation=activation, layer_norm=layer_norm,
         preprocess_observations_fn=preprocess_observations_fn,
-        layer_norm=layer_norm,
     )
-    value_network = networks.make_mlp_network(
-        1,
-        observation_size,
-        hidden_layer_sizes=value_hidden_layer_sizes,
-        activation=activation,
-        kernel_init=value_init,
-        obs_key=value_obs_key,
-        preprocess_observations_fn=preprocess_observations_fn,
-        layer_norm=layer_norm,
-        squeeze_output=True,
+    policy_network = mlp(
+        dist.param_size, observation_size, hidden_layer_sizes=policy_hidden_layer_sizes,
+        kernel_init=policy_init, obs_key=policy_obs_key,
     )
-    return PPONetworks(
-        policy_network=policy_network,
-        value_network=value_network,
-        parametric_action_distribution=dist,
+    value_network = mlp(
+        1, observation_size, hidden_layer_sizes=value_hidden_layer_sizes, kernel_init=value_init,
+        obs_key=value_obs_key, squeeze_output=True,
     )
+    return PPONetworks(policy_network, value_network, dist)
 
 
 def networks_from_description(description: Mapping[str, Any]) -> PPONetworks:

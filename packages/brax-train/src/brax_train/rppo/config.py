@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from brax_train.config import Function, Int, raise_errors, setting
+from brax_train.config import Int, factory_setting, raise_errors, setting
 from brax_train.config import merge as _merge
 from brax_train.ppo import config as ppo_config
 from brax_train.ppo import networks as ppo_networks
@@ -27,8 +27,8 @@ class RPPOConfig(ppo_config.PPOConfig):
 
     hidden_size: int = setting(32, Int(ge=1))
     """Size of the policy's GRU state, which the environment state carries (`MemoryWrapper`)."""
-    network_factory: Callable[..., ppo_networks.PPONetworks] | Mapping[str, Any] = setting(
-        rppo_networks.make_rppo_networks, Function(keywords_of="make_rppo_networks")
+    network_factory: Callable[..., ppo_networks.PPONetworks] | Mapping[str, Any] = factory_setting(
+        rppo_networks.make_rppo_networks
     )
     """`fn(observation_size, action_size, preprocess_observations_fn=, hidden_size=) -> RPPONetworks`
     (the environment's own sizes), or a mapping of `make_rppo_networks` keywords."""

@@ -47,11 +47,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     full = train(fast(), **BASE, num_timesteps=8 * STEP, num_evals=3)
     a = train(fast(), **BASE, num_timesteps=4 * STEP, num_evals=3, save_checkpoint_path=root / "a")
     b = train(
-        fast(),
-        **BASE,
-        num_timesteps=8 * STEP,
-        num_evals=3,
-        restore_checkpoint_path=root / "a",
+        fast(), **BASE, num_timesteps=8 * STEP, num_evals=3, restore_checkpoint_path=root / "a",
         save_checkpoint_path=root / "b",
     )
     return {"root": root, "full": full, "a": a, "b": b}

@@ -10,10 +10,10 @@ from typing import Any
 from brax_train.config import (
     Bool,
     ConfigError,
-    Function,
     Int,
     Num,
     RunConfig,
+    factory_setting,
     is_int,
     raise_errors,
     run_errors,
@@ -56,8 +56,8 @@ class SACConfig(RunConfig):
     None: `num_timesteps`, so give it explicitly to resume a run with a different `num_timesteps`)."""
     grad_updates_per_step: int = setting(1, Int(ge=1))
     """Gradient steps per environment step of all `num_envs` environments."""
-    network_factory: Callable[..., sac_networks.SACNetworks] | Mapping[str, Any] = setting(
-        sac_networks.make_sac_networks, Function(keywords_of="make_sac_networks")
+    network_factory: Callable[..., sac_networks.SACNetworks] | Mapping[str, Any] = factory_setting(
+        sac_networks.make_sac_networks
     )
     """`fn(observation_size, action_size, preprocess_observations_fn=) -> SACNetworks`, or a mapping of
     `make_sac_networks` keywords."""

@@ -50,8 +50,8 @@ class QNetwork:
 
 
 @dataclasses.dataclass(frozen=True)
-class SACNetworks:
-    """Policy and Q networks plus the action distribution."""
+class SACNetworks(networks.Recorded):
+    """Policy and Q networks plus the action distribution (`description`: see `make_sac_networks`)."""
 
     policy_network: networks.FeedForwardNetwork
     """Observations -> distribution parameters (..., 2 * action_size)."""
@@ -59,8 +59,6 @@ class SACNetworks:
     """(observations, actions) -> Q values (..., n_critics)."""
     parametric_action_distribution: NormalTanhDistribution
     """Maps policy outputs to actions and log-probabilities."""
-    description: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """JSON-able recipe to rebuild these networks (see `make_sac_networks`); empty when unknown."""
 
 
 class _QModule(linen.Module):
@@ -167,30 +165,16 @@ def make_sac_networks(
     qkw = dict(q_network_kernel_init_kwargs or {})
     dist = NormalTanhDistribution(event_size=action_size)
     policy_network = networks.make_mlp_network(
-        dist.param_size,
-        observation_size,
-        hidden_layer_sizes=hidden_layer_sizes,
-        activation=activation,
-        kernel_init=policy_network_kernel_init_fn(**pkw),
-        obs_key=policy_obs_key,
-        preprocess_observations_fn=preprocess_observations_fn,
-        layer_norm=policy_network_layer_norm,
+        dist.param_size, observation_size, hidden_layer_sizes=hidden_layer_sizes, activation=activation,
+        kernel_init=policy_network_kernel_init_fn(**pkw), obs_key=policy_obs_key,
+        preprocess_observations_fn=preprocess_observations_fn, layer_norm=policy_network_layer_norm,
     )
     q_network = make_q_network(
-        observation_size,
-        action_size,
-        preprocess_observations_fn=preprocess_observations_fn,
-        hidden_layer_sizes=hidden_layer_sizes,
-        activation=activation,
-        layer_norm=q_network_layer_norm,
-        kernel_init=q_network_kernel_init_fn(**qkw),
-        obs_key=q_obs_key,
+        observation_size, action_size, preprocess_observations_fn=preprocess_observations_fn,
+        hidden_layer_sizes=hidden_layer_sizes, activation=activation, layer_norm=q_network_layer_norm,
+        kernel_init=q_network_kernel_init_fn(**qkw), obs_key=q_obs_key,
     )
-    return SACNetworks(
-        policy_network=policy_network,
-        q_network=q_network,
-        parametric_action_distribution=dist,
-    )
+    return SACNetworks(policy_network, q_network, dist)
 
 
 def networks_from_description(description: Mapping[str, Any]) -> SACNetworks:
