@@ -438,8 +438,16 @@ def step(sys: System, state: State, act: jax.Array) -> State:
     parameters come from `sys`. After changing other model leaves mid-episode (masses, body poses,
     geom sizes), the change acts fully from the next step on, unless the state is rebuilt with
     `init(sys, state.q, state.qd, activation=state.act)` (which also restarts `time` and the solver's
-    warm start).
+    warm start). Compiled as `init` is, so a call outside `jax.jit` is one program.
     """
+    # Inside a caller's jit the nested jit is inlined, and its trace is cached: the env's step, a
+    # rollout's scan and a test's oracle step trace the physics once per model structure and shapes.
+    new: State = _step_compiled(sys, state, *_array_likes(act))
+    return new
+
+
+def _step(sys: System, state: State, act: jax.Array) -> State:
+    """`step`'s body, traced once per (System treedef, argument shapes)."""
     h = sys.opt.timestep
     q0, v0 = state.q, state.qd
     _checked("step", "state.q", q0, (sys.nq,), "sys.nq", q0.dtype)
@@ -521,6 +529,9 @@ def step(sys: System, state: State, act: jax.Array) -> State:
                        warm)
 
 
+_step_compiled = jax.jit(_step)
+
+
 @settings.lowered
 def forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
                        mocap_quat: jax.Array | None = None) -> Transform:
@@ -538,12 +549,22 @@ def contacts(sys: System, q: jax.Array, mocap_pos: jax.Array | None = None,
              mocap_quat: jax.Array | None = None) -> Contact:
     """The contacts of collision detection at positions `q` (nq,) (`Contact.active` marks those MuJoCo
     would instantiate), with the mocap bodies at `mocap_pos`/`mocap_quat` (default: the model's):
-    e.g. to reject initial states that penetrate."""
+    e.g. to reject initial states that penetrate. Compiled as `init` is."""
+    found: Contact = _contacts_compiled(sys, *_array_likes(q, mocap_pos, mocap_quat))
+    return found
+
+
+def _contacts(sys: System, q: jax.Array, mocap_pos: jax.Array | None,
+              mocap_quat: jax.Array | None) -> Contact:
+    """`contacts`' body, traced once per (System treedef, argument shapes)."""
     q = _checked("contacts", "q", q, (sys.nq,), "sys.nq", sys.qpos0.dtype)
     mb = kinematics.mocap_bodies(sys)
     mocap = _Mocap(sys.body_pos[mb] if mocap_pos is None else jnp.asarray(mocap_pos),
                    sys.body_quat[mb] if mocap_quat is None else jnp.asarray(mocap_quat))
     return _position(sys, q, mocap).contact
+
+
+_contacts_compiled = jax.jit(_contacts)
 
 
 def _forward_kinematics(sys: System, q: jax.Array, mocap_pos: jax.Array | None,
