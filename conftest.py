@@ -13,10 +13,11 @@ if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "
         os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
     ).strip()
 # Tests are dominated by XLA compiles of small programs run for a few steps: LLVM's cheapest
-# optimization level compiles a physics step about a third faster and runs it about a third slower,
-# a good trade for a test and never for a user (so it is set here, not in the packages). Results
-# differ from the optimized code only by float32 round-off; every oracle test has a tolerance, and
-# the recorded PPO digest runs in a child process with its own XLA_FLAGS.
+# optimization level compiles a physics step about a third faster and runs it slower (several times
+# for contact-rich models), a good trade for a short test and never for a user (so it is set here,
+# not in the packages). Results differ from the optimized code only by float32 round-off; every
+# oracle test has a tolerance, and the recorded PPO digest runs in a child process with its own
+# XLA_FLAGS.
 if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] += " --xla_backend_optimization_level=0"
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -40,6 +41,10 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # Full float32 matmuls: tests compare against MuJoCo C and must not depend on a backend's default.
 jax.config.update("jax_default_matmul_precision", "highest")
 
+# Tracing a physics step allocates millions of short-lived objects: at Python's default thresholds
+# the cyclic collector runs thousands of times per trace, each older pass walking every cached
+# jaxpr. Rarer collections trace about a fifth faster; a test process has the memory to spare.
+gc.set_threshold(100_000, 20, 20)
 # Every XLA CPU executable holds memory mappings (a humanoid step about two thousand), and Linux
 # allows a process 65530 (vm.max_map_count): a long-lived test worker that keeps every executable it
 # compiled in JAX's caches reaches it, LLVM's next allocation fails and the worker aborts mid-compile.

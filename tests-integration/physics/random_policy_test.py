@@ -1,9 +1,10 @@
 """Every registered environment runs a uniform random policy, batched, for 1000 steps without NaN.
 
 The standard training stack (`wrap_for_training`: NaN guard, episodes, vmap, auto-reset) steps a
-small batch for 1000 env steps (`FEWER_STEPS` names the exceptions) in one jitted `lax.scan`; the
+batch of two for 1000 env steps (`FEWER_STEPS` names the exceptions) in one jitted `lax.scan`; the
 NaN guard's counter must stay zero and every observation and reward must be finite (the guard
-would otherwise hide a bad step).
+would otherwise hide a bad step). The robot tasks (five physics steps per env step, contacts all
+along) and the classic ones are two classes, so that the two test workers share them out.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import pytest
 from brax_envs import wrappers
 
 STEPS = 1000
-BATCH = 4
-# The humanoid's box feet on the height field collide through the general convex collider, cell by
-# cell: its thousand steps would take minutes on a CPU, so it runs the first hundred.
-FEWER_STEPS = {"locomotion/humanoid-joystick-rough": 100}
+BATCH = 2
+# On the height field, feet collide through the general convex collider cell by cell: a thousand
+# steps would take minutes on a CPU, so the rough-terrain tasks run the first few hundred.
+FEWER_STEPS = {"locomotion/humanoid-joystick-rough": 100, "locomotion/quadruped-joystick-rough": 300}
 
 pytestmark = pytest.mark.slow
 
@@ -41,10 +42,28 @@ def _run(env: brax_envs.Env, seed: int, steps: int = STEPS) -> tuple[jax.Array, 
 
 # dm_control's 51 suite tasks are checked against dm_control itself (brax_envs/dm_control/*_test.py);
 # 1000 random steps of each here would take most of CI's time.
-@pytest.mark.parametrize("name", sorted(n for n in brax_envs.registered_environments()
-                                        if not n.startswith("dm_control/")))
-def test_random_policy_runs_1000_steps_without_nan(name: str) -> None:
+_OURS = sorted(n for n in brax_envs.registered_environments() if not n.startswith("dm_control/"))
+_ROBOTS = [n for n in _OURS if n.startswith(("locomotion/", "manipulation/"))]
+
+
+def _check(name: str) -> None:
     env = brax_envs.get_environment(name)
     nan, obs_ok, rew_ok = jax.jit(lambda: _run(env, 0, FEWER_STEPS.get(name, STEPS)))()
     assert int(nan) == 0, f"{name}: {int(nan)} non-finite steps caught by the NaN guard"
     assert bool(obs_ok) and bool(rew_ok), f"{name}: non-finite observation or reward"
+
+
+class TestRobotTasks:
+    """Locomotion and manipulation: long contact-rich runs, the costly half."""
+
+    @pytest.mark.parametrize("name", _ROBOTS)
+    def test_random_policy_runs_1000_steps_without_nan(self, name: str) -> None:
+        _check(name)
+
+
+class TestClassicTasks:
+    """Gymnasium's tasks and the small ones."""
+
+    @pytest.mark.parametrize("name", [n for n in _OURS if n not in _ROBOTS])
+    def test_random_policy_runs_1000_steps_without_nan(self, name: str) -> None:
+        _check(name)

@@ -120,7 +120,7 @@ def _child(code: str, what: str, xla_flags: str = "") -> str:
 
 @pytest.mark.parametrize("name", ["ant", "humanoid"])
 def test_large_batch_does_not_hang(name: str) -> None:
-    """1024 envs under XLA's default CPU scheduler, 30 calls of a 10-step rollout, in a child process.
+    """1024 envs under XLA's default CPU scheduler, 10 calls of a 10-step rollout, in a child process.
 
     Before the pipeline kept its batched LAPACK calls off XLA's thread pool
     (brax_physics._src.lowering.factor), a potrf and a trsm ran side by side and jaxlib 0.10's CPU kernels
@@ -138,13 +138,13 @@ def test_large_batch_does_not_hang(name: str) -> None:
             step = jax.vmap(lambda a, u: bp.step(sys_, a, u))
             return jax.lax.scan(lambda s, _: (step(s, ctrl), None), s, None, length=10)[0]
         roll = jax.jit(roll)
-        for _ in range(30):
+        for _ in range(10):
             state = jax.block_until_ready(roll(state))
         finite = jnp.isfinite(state.q).all() & jnp.isfinite(state.qd).all()
         print(int(finite), float(jnp.max(jnp.abs(state.q[:, 2]))))
     """)
-    finite, max_height = _child(code, f"{name}: 1024 envs x 300 steps").split()
-    # 1.5 s of random control: every member finite, and none has flown off (|z| < 3 m)
+    finite, max_height = _child(code, f"{name}: 1024 envs x 100 steps").split()
+    # 0.5 s of random control: every member finite, and none has flown off (|z| < 3 m)
     assert finite == "1" and float(max_height) < 3.0, (finite, max_height)
 
 
