@@ -38,7 +38,7 @@ class ARSConfig(PopulationConfig):
 
     `PopulationConfig` holds the runner's settings and Brax's run length; `num_envs` is not an ARS
     setting: every generation runs `2 * number_of_directions` rollouts (leave it unset).
-"""
+    """
 
     number_of_directions: int = setting(60, Int(ge=1))
     """Random directions per generation (2 * number_of_directions rollouts)."""
