@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import brax_envs
 import brax_math
@@ -22,11 +22,11 @@ from jax.flatten_util import ravel_pytree
 from jax.sharding import Mesh, NamedSharding
 
 from brax_train import networks, runner, running_statistics
-from brax_train.config import RunConfig, is_int
+from brax_train.config import ConfigError, RunConfig, is_int, raise_errors, run_errors
 from brax_train.runner import AXIS, P, constrain
 from brax_train.types import PRNGKey
 
-C = TypeVar("C", bound=RunConfig)
+C = TypeVar("C", bound="PopulationConfig")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -37,6 +37,9 @@ class PopulationConfig(RunConfig):
     """Environment steps to train for (counting action repeats); 0 returns the initial parameters."""
     episode_length: int | None = 1000
     """Time limit of every rollout and evaluation episode, in environment steps."""
+
+    PAIRS: ClassVar[str]
+    """The name of the agent's setting that counts antithetic pairs (directions) per generation."""
 
 
 COUNTS_ENV_STEPS = True
@@ -56,10 +59,40 @@ def env_steps_per_generation(c: RunConfig, num_rollouts: int) -> int:
     return num_rollouts * steps_per_rollout(c) * c.action_repeat
 
 
-def agent_fields(name: str, c: RunConfig, net: Any, num_rollouts: int, normalize: bool) -> dict[str, Any]:
+def pairs(c: PopulationConfig) -> int:
+    """Antithetic pairs (directions) per generation: the value of the config's `PAIRS` setting."""
+    size: int = getattr(c, c.PAIRS)
+    return size
+
+
+def num_rollouts(c: PopulationConfig) -> int:
+    """Rollouts per generation: one per sign of each antithetic pair."""
+    return 2 * pairs(c)
+
+
+def env_steps_per_update(c: PopulationConfig) -> int:
+    """Environment steps one generation steps at most (`env_steps_per_generation`)."""
+    return env_steps_per_generation(c, num_rollouts(c))
+
+
+def run_config(c: C) -> C:
+    """`c` with `num_envs` set to the rollouts per generation (what the runner shards)."""
+    return c.replace(num_envs=num_rollouts(c))
+
+
+def validate(c: PopulationConfig, device_count: int, error: type[ConfigError], agent: str) -> None:
+    """Raise `error` listing every violated rule of `agent`'s settings `c` (names keys and values)."""
+    errors: list[str] = []
+    derived = population_errors(c, errors, device_count, c.PAIRS, pairs(c), f"{agent.lower()}.train")
+    # The runner's own divisibility rule would name num_envs; population_errors names the agent's setting.
+    errors += run_errors(derived, 1)
+    raise_errors(errors, error, agent)
+
+
+def agent_fields(name: str, c: PopulationConfig, net: Any, normalize: bool) -> dict[str, Any]:
     """The `runner.Agent` fields ES and ARS fill alike: the counted env steps and the checkpoint meta."""
     return {
-        "env_steps_per_update": env_steps_per_generation(c, num_rollouts),
+        "env_steps_per_update": env_steps_per_update(c),
         "counts_env_steps": COUNTS_ENV_STEPS,
         "meta": runner.checkpoint_meta(name, networks.description_of(net), normalize),
     }
@@ -374,7 +407,6 @@ def check_observations(environment: brax_envs.Env, what: str) -> None:
 def train(
     environment: brax_envs.Env,
     c: C,
-    run_config: Callable[[C], C],
     validate: Callable[[C, int], None],
     make_agent: Callable[[C, runner.Setup], runner.Agent[Any, Any]],
     name: str,
@@ -428,12 +460,17 @@ __all__ = [
     "check_observations",
     "counted_steps",
     "env_steps_per_generation",
+    "env_steps_per_update",
     "evaluate",
     "nonfinite_code",
+    "num_rollouts",
+    "pairs",
     "perturb",
     "population_errors",
     "reduce_moments",
+    "run_config",
     "steps_per_rollout",
     "train",
     "update_statistics",
+    "validate",
 ]

@@ -6,25 +6,17 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from brax_train import networks
+from brax_train import _population, networks
 from brax_train._population import (
     COUNTS_ENV_STEPS,
     PopulationConfig,
-    env_steps_per_generation,
-    population_errors,
+    env_steps_per_update,
+    num_rollouts,
+    run_config,
     steps_per_rollout,
 )
 from brax_train.ars import networks as ars_networks
-from brax_train.config import (
-    Bool,
-    ConfigError,
-    Int,
-    Num,
-    factory_setting,
-    raise_errors,
-    run_errors,
-    setting,
-)
+from brax_train.config import Bool, ConfigError, Int, Num, factory_setting, setting
 from brax_train.config import merge as _merge
 
 
@@ -40,6 +32,7 @@ class ARSConfig(PopulationConfig):
     setting: every generation runs `2 * number_of_directions` rollouts (leave it unset).
     """
 
+    PAIRS = "number_of_directions"
     number_of_directions: int = setting(60, Int(ge=1))
     """Random directions per generation (2 * number_of_directions rollouts)."""
     top_directions: int = setting(20, Int(ge=1))
@@ -67,35 +60,14 @@ def merge(config: ARSConfig | None, kwargs: Mapping[str, Any]) -> ARSConfig:
     return _merge(ARSConfig, config, kwargs, "ars.train", ARSConfigError)
 
 
-def num_rollouts(c: ARSConfig) -> int:
-    """Rollouts per generation: one per sign of each direction."""
-    return 2 * c.number_of_directions
-
-
 def top(c: ARSConfig) -> int:
     """Directions the update uses: `top_directions`, at most `number_of_directions` (as in Brax)."""
     return min(c.top_directions, c.number_of_directions)
 
 
-def env_steps_per_update(c: ARSConfig) -> int:
-    """Environment steps one generation steps at most (`_population.env_steps_per_generation`)."""
-    return env_steps_per_generation(c, num_rollouts(c))
-
-
-def run_config(c: ARSConfig) -> ARSConfig:
-    """`c` with `num_envs` set to the rollouts per generation (what the runner shards)."""
-    return c.replace(num_envs=num_rollouts(c))
-
-
 def validate(c: ARSConfig, device_count: int) -> None:
     """Raise `ARSConfigError` listing every violated rule (names keys and values); no compilation."""
-    errors: list[str] = []
-    derived = population_errors(
-        c, errors, device_count, "number_of_directions", c.number_of_directions, "ars.train"
-    )
-    # The runner's own divisibility rule would name num_envs; population_errors names the ARS setting.
-    errors += run_errors(derived, 1)
-    raise_errors(errors, ARSConfigError, "ARS")
+    _population.validate(c, device_count, ARSConfigError, "ARS")
 
 
 __all__ = [

@@ -22,8 +22,6 @@ from brax_train.ars import networks as ars_networks
 from brax_train.ars.config import (
     ARSConfig,
     merge,
-    num_rollouts,
-    run_config,
     steps_per_rollout,
     top,
     validate,
@@ -108,7 +106,7 @@ def _make_agent(c: ARSConfig, setup: runner.Setup) -> runner.Agent[TrainingState
         del s
         return TrainingState(params=params.policy, normalizer=params.normalizer)
 
-    fields = _population.agent_fields("ars", c, net, num_rollouts(c), c.normalize_observations)
+    fields = _population.agent_fields("ars", c, net, c.normalize_observations)
     return runner.Agent(
         init, update, public_params, ars_networks.make_inference_fn(net), warm_start=warm_start, **fields
     )
@@ -121,7 +119,7 @@ def train(environment: brax_envs.Env, config: ARSConfig | None = None, **kwargs:
     `ARSConfig`); a setting must not be given in both places. Everything is validated before any
     compilation. Returns `TrainResult(make_policy, params, metrics)` with `ARSParams`.
     """
-    return _population.train(environment, merge(config, kwargs), run_config, validate, _make_agent, "ars")
+    return _population.train(environment, merge(config, kwargs), validate, _make_agent, "ars")
 
 
 __all__ = [

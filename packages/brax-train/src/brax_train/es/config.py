@@ -6,24 +6,16 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from brax_train import _population
 from brax_train._population import (
     COUNTS_ENV_STEPS,
     PopulationConfig,
-    env_steps_per_generation,
-    population_errors,
+    env_steps_per_update,
+    num_rollouts,
+    run_config,
     steps_per_rollout,
 )
-from brax_train.config import (
-    Bool,
-    ConfigError,
-    Int,
-    Num,
-    OneOf,
-    factory_setting,
-    raise_errors,
-    run_errors,
-    setting,
-)
+from brax_train.config import Bool, ConfigError, Int, Num, OneOf, factory_setting, setting
 from brax_train.config import merge as _merge
 from brax_train.es import networks as es_networks
 from brax_train.es.fitness import FitnessShaping, fitness_shaping_of
@@ -41,6 +33,7 @@ class ESConfig(PopulationConfig):
     unset); the runner's other settings and Brax's run length come from `PopulationConfig`.
     """
 
+    PAIRS = "population_size"
     population_size: int = setting(128, Int(ge=1))
     """Antithetic pairs per generation (2 * population_size rollouts)."""
     perturbation_std: float = setting(0.1, Num(gt=0))
@@ -74,28 +67,9 @@ def merge(config: ESConfig | None, kwargs: Mapping[str, Any]) -> ESConfig:
     return _merge(ESConfig, config, kwargs, "es.train", ESConfigError)
 
 
-def num_rollouts(c: ESConfig) -> int:
-    """Rollouts per generation: one per member of each antithetic pair."""
-    return 2 * c.population_size
-
-
-def env_steps_per_update(c: ESConfig) -> int:
-    """Environment steps one generation steps at most (`_population.env_steps_per_generation`)."""
-    return env_steps_per_generation(c, num_rollouts(c))
-
-
-def run_config(c: ESConfig) -> ESConfig:
-    """`c` with `num_envs` set to the rollouts per generation (what the runner shards)."""
-    return c.replace(num_envs=num_rollouts(c))
-
-
 def validate(c: ESConfig, device_count: int) -> None:
     """Raise `ESConfigError` listing every violated rule (names keys and values); no compilation."""
-    errors: list[str] = []
-    derived = population_errors(c, errors, device_count, "population_size", c.population_size, "es.train")
-    # The runner's own divisibility rule would name num_envs; population_errors names the ES setting.
-    errors += run_errors(derived, 1)
-    raise_errors(errors, ESConfigError, "ES")
+    _population.validate(c, device_count, ESConfigError, "ES")
 
 
 __all__ = [

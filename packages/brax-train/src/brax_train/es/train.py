@@ -24,8 +24,6 @@ from brax_train.es import networks as es_networks
 from brax_train.es.config import (
     ESConfig,
     merge,
-    num_rollouts,
-    run_config,
     steps_per_rollout,
     validate,
 )
@@ -88,7 +86,7 @@ def _make_agent(c: ESConfig, setup: runner.Setup) -> runner.Agent[TrainingState,
             params=params.policy, normalizer=params.normalizer, optimizer_state=optimizer.init(params.policy)
         )
 
-    fields = _population.agent_fields("es", c, net, num_rollouts(c), c.normalize_observations)
+    fields = _population.agent_fields("es", c, net, c.normalize_observations)
     return runner.Agent(
         init, update, public_params, es_networks.make_inference_fn(net), warm_start=warm_start, **fields
     )
@@ -101,7 +99,7 @@ def train(environment: brax_envs.Env, config: ESConfig | None = None, **kwargs: 
     `ESConfig`); a setting must not be given in both places. Everything is validated before any
     compilation. Returns `TrainResult(make_policy, params, metrics)` with `ESParams`.
     """
-    return _population.train(environment, merge(config, kwargs), run_config, validate, _make_agent, "es")
+    return _population.train(environment, merge(config, kwargs), validate, _make_agent, "es")
 
 
 __all__ = ["NonFiniteError", "TrainResult", "TrainingState", "check_observations", "public_params", "train"]
