@@ -206,14 +206,14 @@ def train(environment: brax_envs.Env, config: APGConfig | None = None, **kwargs:
     `APGConfig`); a setting must not be given in both places. Everything is validated before any
     compilation. Returns `TrainResult(make_policy, params, metrics)`.
     """
-    c = merge(config, kwargs)
-    if not isinstance(environment, brax_envs.Env):
-        raise TypeError(f"environment must be a brax_envs.Env, got {type(environment).__name__}")
-    validate(c, len(runner.mesh_devices(c)))
+    return runner.train(environment, merge(config, kwargs), validate, _make_agent, "apg", resolve=_resolve)
+
+
+def _resolve(c: APGConfig) -> APGConfig:
+    """`resolve(c)`, logging the env steps per update that the run schedules with."""
     c = resolve(c)
     logger.info("brax_train.apg: %d env steps per update", env_steps_per_update(c))
-    runner.log_devices(c, "apg")
-    return runner.run(environment, c, functools.partial(_make_agent, c))
+    return c
 
 
 __all__ = [

@@ -286,14 +286,18 @@ def train(
     validate: Callable[[C, int], None],
     make_agent: Callable[[C, Setup], Agent[Any, Any]],
     name: str,
+    resolve: Callable[[C], C] | None = None,
 ) -> TrainResult:
     """An agent's `train` after merging its settings: check, validate for the devices, log, `run`.
 
     `validate(c, device_count)` raises the agent's `ConfigError` before anything compiles;
+    `resolve(c)`, when given, derives the settings the run uses from the validated ones;
     `make_agent(c, setup)` builds the agent; `name` names it in the log.
     """
     if not isinstance(environment, brax_envs.Env):
         raise TypeError(f"environment must be a brax_envs.Env, got {type(environment).__name__}")
     validate(c, len(mesh_devices(c)))
+    if resolve is not None:
+        c = resolve(c)
     log_devices(c, name)
     return run(environment, c, functools.partial(make_agent, c))

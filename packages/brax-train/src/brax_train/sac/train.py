@@ -10,7 +10,6 @@ The buffer is part of the learner state, so checkpoints and exact resume include
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import math
 from collections.abc import Callable
@@ -329,14 +328,12 @@ def train(environment: brax_envs.Env, config: SACConfig | None = None, **kwargs:
     `SACConfig`); a setting must not be given in both places. Everything is validated before any
     compilation. Returns `TrainResult(make_policy, params, metrics)` with `SACParams` params.
     """
-    c = merge(config, kwargs)
-    if not isinstance(environment, brax_envs.Env):
-        raise TypeError(f"environment must be a brax_envs.Env, got {type(environment).__name__}")
-    validate(c, len(runner.mesh_devices(c)))
-    if c.checkpoint_logdir is not None:
-        c = c.replace(save_checkpoint_path=c.checkpoint_logdir)
-    runner.log_devices(c, "sac")
-    return runner.run(environment, c, functools.partial(_make_agent, c))
+    return runner.train(environment, merge(config, kwargs), validate, _make_agent, "sac", resolve=_resolve)
+
+
+def _resolve(c: SACConfig) -> SACConfig:
+    """`c` saving its checkpoints where Brax's `checkpoint_logdir` says, when that is given."""
+    return c if c.checkpoint_logdir is None else c.replace(save_checkpoint_path=c.checkpoint_logdir)
 
 
 __all__ = [
