@@ -18,7 +18,7 @@ from brax_train.runner import AXIS
 from brax_train.sac import losses
 from brax_train.sac.config import SACConfig
 from brax_train.sac.networks import QNetwork, SACNetworks
-from brax_train.sac.train import _SAC, Learner
+from brax_train.sac.train import _SAC
 from brax_train.types import Transition
 
 # A linear toy: loc = m * obs, raw scale = s; Q_1 = a * obs + action, Q_2 = b * obs - action.
@@ -116,16 +116,7 @@ def test_one_gradient_step_updates_all_parts_and_polyak_averages_the_target() ->
     mesh = Mesh(np.array(jax.devices()[:1]), (AXIS,))
     flat_adam, adam = optax.flatten(optax.adam(lr)), optax.adam(lr)  # as training builds them
     sac = _SAC(c, None, _toy(), flat_adam, flat_adam, adam, -1.0, 0, mesh, None, ())  # type: ignore[arg-type]
-    log_alpha = jnp.zeros((), jnp.float32)
-    s = Learner(
-        policy_params=POLICY,
-        q_params=Q,
-        target_q_params=TARGET_Q,
-        log_alpha=log_alpha,
-        policy_optimizer_state=flat_adam.init(POLICY),
-        q_optimizer_state=flat_adam.init(Q),
-        alpha_optimizer_state=adam.init(log_alpha),
-    )
+    s = sac.learner(POLICY, Q, TARGET_Q)  # log_alpha 0 and fresh optimizer states
     new, metrics = jax.jit(sac.sgd_step)(s, None, BATCH, jnp.stack([NEXT_NOISE, NOISE]))
     for name in ("a", "b"):
         expected = (1.0 - tau) * float(TARGET_Q[name]) + tau * float(new.q_params[name])

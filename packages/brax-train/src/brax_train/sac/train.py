@@ -102,6 +102,19 @@ class _SAC:
     env_shardings: Any
     extra_fields: tuple[str, ...]
 
+    def learner(self, policy_params: Any, q_params: Any, target_q_params: Any) -> Learner:
+        """A learner at its start: these networks, temperature 1 (`log_alpha` 0), fresh optimizer states."""
+        log_alpha = jnp.zeros((), jnp.float32)
+        return Learner(
+            policy_params=policy_params,
+            q_params=q_params,
+            target_q_params=target_q_params,
+            log_alpha=log_alpha,
+            policy_optimizer_state=self.policy_optimizer.init(policy_params),
+            q_optimizer_state=self.q_optimizer.init(q_params),
+            alpha_optimizer_state=self.alpha_optimizer.init(log_alpha),
+        )
+
     def sgd_step(
         self, s: Learner, normalizer: Any, batch: Transition, noise: jax.Array
     ) -> tuple[Learner, dict[str, jax.Array]]:
@@ -257,18 +270,8 @@ def _init_fn(sac: _SAC, setup: runner.Setup, rows: int) -> Callable[[PRNGKey], T
         key_policy, key_q = jax.random.split(key)
         policy_params = net.policy_network.init(key_policy)
         q_params = net.q_network.init(key_q)
-        log_alpha = jnp.zeros((), jnp.float32)
-        learner = Learner(
-            policy_params=policy_params,
-            q_params=q_params,
-            target_q_params=q_params,
-            log_alpha=log_alpha,
-            policy_optimizer_state=sac.policy_optimizer.init(policy_params),
-            q_optimizer_state=sac.q_optimizer.init(q_params),
-            alpha_optimizer_state=sac.alpha_optimizer.init(log_alpha),
-        )
         return TrainingState(
-            learner=learner,
+            learner=sac.learner(policy_params, q_params, q_params),
             normalizer=running_statistics.init_state(networks.observation_shapes(setup.observation_size)),
             buffer=replay.init(_row_shapes(setup), rows),
         )
