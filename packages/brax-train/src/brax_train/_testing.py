@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
@@ -15,15 +16,46 @@ from typing import Any
 import brax_envs
 import jax
 import numpy as np
+import pytest
 
+from brax_train import runner
+from brax_train._population import PopulationConfig
 from brax_train.types import Policy
 
-PPO_ON_FAST: dict[str, Any] = dict(
-    episode_length=100, num_envs=16, batch_size=16, num_minibatches=4, unroll_length=10,
-    num_updates_per_batch=2, num_eval_envs=4, learning_rate=1e-2, entropy_cost=1e-3, discounting=0.95,
-    normalize_observations=True, deterministic_eval=True,
+
+def on_fast(num_envs: int, num_eval_envs: int, **settings: Any) -> dict[str, Any]:
+    """`settings` for a run on `fast`'s 100-step episodes in `num_envs` environments, evaluated
+    deterministically in `num_eval_envs`."""
+    run = dict(episode_length=100, num_envs=num_envs, num_eval_envs=num_eval_envs, deterministic_eval=True)
+    return {**run, **settings}
+
+
+PPO_ON_FAST: dict[str, Any] = on_fast(
+    16, 4, batch_size=16, num_minibatches=4, unroll_length=10, num_updates_per_batch=2, learning_rate=1e-2,
+    entropy_cost=1e-3, discounting=0.95, normalize_observations=True,
 )
 """The small PPO-family run on `fast` of the PPO and RPPO tests (16 * 10 * 4 env steps a training step)."""
+
+
+def smallest_ppo(num_envs: int, hidden: int) -> dict[str, Any]:
+    """The least PPO training on `num_envs` environments: one pass over one minibatch of their 2-step
+    unrolls, with one hidden layer of `hidden` units in each network."""
+    nets = {"policy_hidden_layer_sizes": (hidden,), "value_hidden_layer_sizes": (hidden,)}
+    return dict(
+        num_envs=num_envs, batch_size=num_envs, num_minibatches=1, unroll_length=2, num_updates_per_batch=1,
+        network_factory=nets,
+    )
+
+
+def population_on_fast(config: type[PopulationConfig], **settings: Any) -> dict[str, Any]:
+    """`settings` for the small ES or ARS run on `fast` (`config`: the agent's): 8 antithetic pairs of
+    50-step episodes, normalized observations, 4 evaluation episodes."""
+    run = {config.PAIRS: 8, "episode_length": 50, "num_eval_envs": 4, "normalize_observations": True}
+    return {**run, **settings}
+
+
+POPULATION_STEP = 2 * 8 * 50
+"""Env steps of a `population_on_fast` generation: 2 * 8 rollouts of 50 steps."""
 
 
 def fast() -> brax_envs.Env:
@@ -58,6 +90,24 @@ def full_and_resumed(train: Callable[..., Any], kw: Mapping[str, Any], learned_r
     full = train(fast(), **kw, num_evals=4)
     resumed = train(fast(), **kw, num_evals=2, restore_checkpoint_path=learned_root)
     return {"full": full, "resumed": resumed}
+
+
+def assert_nan_guard(
+    train: Callable[..., Any],
+    environment: brax_envs.Env,
+    settings: Mapping[str, Any],
+    run_dir: pathlib.Path,
+    quantity: str,
+    step: int,
+    saved: int,
+) -> str:
+    """`train(environment, **settings)` resumed from `run_dir` raises `NonFiniteError` naming `quantity`
+    at env step `step` and `run_dir`'s checkpoint of step `saved`; the error's message."""
+    with pytest.raises(runner.NonFiniteError) as e:
+        train(environment, **settings, restore_checkpoint_path=run_dir)
+    assert e.value.quantity == quantity and e.value.step == step
+    assert str(run_dir / str(saved)) in str(e.value)
+    return str(e.value)
 
 
 def assert_same_actions(got: Policy, expected: Policy, obs: Any) -> None:

@@ -19,7 +19,6 @@ from brax_train.apg import (
     APGConfig,
     APGConfigError,
     APGParams,
-    NonFiniteError,
     make_apg_networks,
     make_inference_fn,
     policy_from_checkpoint,
@@ -28,15 +27,8 @@ from brax_train.apg import (
 )
 
 NETS = {"hidden_layer_sizes": (8, 8)}
-BASE: dict[str, Any] = dict(
-    episode_length=100,
-    num_envs=8,
-    horizon_length=16,
-    num_eval_envs=8,
-    learning_rate=1e-2,
-    normalize_observations=True,
-    deterministic_eval=True,
-    network_factory=NETS,
+BASE = _testing.on_fast(
+    8, 8, horizon_length=16, learning_rate=1e-2, normalize_observations=True, network_factory=NETS
 )
 STEP = 8 * 16  # env steps per policy update: num_envs * horizon_length
 LEARN: dict[str, Any] = {**BASE, "truncation_length": 8}
@@ -251,17 +243,8 @@ class _NaNGradient(Fast):
 
 
 def test_nan_guard_names_the_gradients(learned: dict[str, Any]) -> None:
-    with pytest.raises(NonFiniteError) as e:
-        train(
-            _NaNGradient(),
-            **LEARN,
-            policy_updates=90,
-            num_evals=2,
-            run_evals=False,
-            restore_checkpoint_path=learned["root"],
-        )
-    assert e.value.quantity == "gradients" and e.value.step == 61 * STEP
-    assert str(learned["root"] / str(60 * STEP)) in str(e.value)
+    kw = {**LEARN, "policy_updates": 90, "num_evals": 2, "run_evals": False}
+    _testing.assert_nan_guard(train, _NaNGradient(), kw, learned["root"], "gradients", 61 * STEP, 60 * STEP)
 
 
 def test_config_resolves_policy_updates_to_env_steps() -> None:

@@ -11,13 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from brax_train import agents, checkpoint, running_statistics
+from brax_train import _testing, agents, checkpoint, running_statistics
+from brax_train._testing import POPULATION_STEP as STEP
 from brax_train._testing import assert_same_actions, fast, leaves_equal
 from brax_train.ars import (
     ARSConfig,
     ARSConfigError,
     ARSParams,
-    NonFiniteError,
     make_inference_fn,
     make_policy_network,
     policy_from_checkpoint,
@@ -26,16 +26,7 @@ from brax_train.ars import (
     train,
 )
 
-BASE: dict[str, Any] = dict(
-    episode_length=50,
-    number_of_directions=8,
-    top_directions=4,
-    num_eval_envs=4,
-    step_size=0.05,
-    exploration_noise_std=0.05,
-    normalize_observations=True,
-)
-STEP = 2 * 8 * 50  # env steps per generation: 2 * number_of_directions rollouts of episode_length steps
+BASE = _testing.population_on_fast(ARSConfig, top_directions=4, step_size=0.05, exploration_noise_std=0.05)
 
 
 # ---- the update ---------------------------------------------------------------------------------------
@@ -184,17 +175,9 @@ def test_checkpoint_load_policy_dispatches_on_the_agent(runs: dict[str, Any]) ->
 
 
 def test_nan_guard_names_step_quantity_and_checkpoint(runs: dict[str, Any]) -> None:
-    with pytest.raises(NonFiniteError) as e:
-        train(
-            fast(),
-            **{**BASE, "reward_shift": float("inf")},
-            num_timesteps=8 * STEP,
-            num_evals=2,
-            run_evals=False,
-            restore_checkpoint_path=runs["root"],
-        )
-    assert e.value.quantity == "loss" and e.value.step == 5 * STEP  # non-finite returns
-    assert str(runs["root"] / str(4 * STEP)) in str(e.value)
+    kw = {**BASE, "reward_shift": float("inf"), "num_timesteps": 8 * STEP, "num_evals": 2, "run_evals": False}
+    # the non-finite returns play the loss's role
+    _testing.assert_nan_guard(train, fast(), kw, runs["root"], "loss", 5 * STEP, 4 * STEP)
 
 
 def test_exposes_what_the_agent_registry_reads() -> None:

@@ -18,7 +18,6 @@ from brax_train.bc import (
     BCConfig,
     BCConfigError,
     BCParams,
-    NonFiniteError,
     bc_loss,
     make_bc_networks,
     policy_from_checkpoint,
@@ -27,15 +26,13 @@ from brax_train.bc import (
     train,
 )
 
-BASE: dict[str, Any] = dict(
-    episode_length=100,
-    num_envs=8,
+BASE = _testing.on_fast(
+    8,
+    8,
     demo_length=50,
     batch_size=80,
     epochs=30,
     learning_rate=3e-3,
-    num_eval_envs=8,
-    deterministic_eval=True,
     network_factory={"policy_hidden_layer_sizes": (16, 16)},
 )
 STEP = 8 * 50  # env steps per DAgger step: num_envs * demo_length
@@ -221,17 +218,12 @@ def ppo_teacher(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     root = tmp_path_factory.mktemp("ppo_teacher")
     ppo.train(
         fast(),
+        **_testing.smallest_ppo(8, 8),
         num_timesteps=8 * 2,
         episode_length=20,
-        num_envs=8,
-        batch_size=8,
-        num_minibatches=1,
-        unroll_length=2,
-        num_updates_per_batch=1,
         learning_rate=1e-2,
         run_evals=False,
         save_checkpoint_path=root,
-        network_factory={"policy_hidden_layer_sizes": (8,), "value_hidden_layer_sizes": (8,)},
     )
     return root
 
@@ -288,13 +280,5 @@ def test_nan_guard_names_the_loss(learned: dict[str, Any]) -> None:
     def nan_teacher(obs: jax.Array, key: jax.Array) -> tuple[jax.Array, dict[str, Any]]:
         return jnp.full((obs.shape[0], 1), jnp.nan, jnp.float32), {}
 
-    with pytest.raises(NonFiniteError) as e:
-        train(
-            fast(),
-            **{**BASE, "teacher_inference_fn": nan_teacher, "run_evals": False},
-            dagger_steps=9,
-            num_evals=2,
-            restore_checkpoint_path=learned["root"],
-        )
-    assert e.value.quantity == "loss" and e.value.step == 7 * STEP
-    assert str(learned["root"] / str(6 * STEP)) in str(e.value)
+    kw = {**BASE, "teacher_inference_fn": nan_teacher, "run_evals": False, "dagger_steps": 9, "num_evals": 2}
+    _testing.assert_nan_guard(train, fast(), kw, learned["root"], "loss", 7 * STEP, 6 * STEP)

@@ -10,29 +10,25 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from brax_train import agents, checkpoint
+from brax_train import _testing, agents, checkpoint
+from brax_train._testing import POPULATION_STEP as STEP
 from brax_train._testing import assert_same_actions, fast, leaves_equal
 from brax_train.es import (
     ESConfig,
     ESConfigError,
     ESParams,
     FitnessShaping,
-    NonFiniteError,
     policy_from_checkpoint,
     train,
 )
 
-BASE: dict[str, Any] = dict(
-    episode_length=50,
-    population_size=8,
-    num_eval_envs=4,
+BASE = _testing.population_on_fast(
+    ESConfig,
     learning_rate=0.05,
     perturbation_std=0.1,
     fitness_shaping=FitnessShaping.CENTERED_RANK,
-    normalize_observations=True,
     network_factory={"hidden_layer_sizes": (8,)},
 )
-STEP = 2 * 8 * 50  # env steps per generation: 2 * population_size rollouts of episode_length steps
 
 
 # ---- validation ---------------------------------------------------------------------------------------
@@ -185,17 +181,10 @@ def test_checkpoint_load_policy_dispatches_on_the_agent(runs: dict[str, Any]) ->
 
 
 def test_nan_guard_names_step_quantity_and_checkpoint(runs: dict[str, Any]) -> None:
-    with pytest.raises(NonFiniteError) as e:
-        train(
-            fast(),
-            **{**BASE, "learning_rate": float("nan")},
-            num_timesteps=16 * STEP,
-            num_evals=2,
-            run_evals=False,
-            restore_checkpoint_path=runs["root"] / "a",
-        )
-    assert e.value.quantity == "parameters" and e.value.step == 9 * STEP
-    assert str(runs["root"] / "a" / str(8 * STEP)) in str(e.value)
+    kw = {
+        **BASE, "learning_rate": float("nan"), "num_timesteps": 16 * STEP, "num_evals": 2, "run_evals": False
+    }
+    _testing.assert_nan_guard(train, fast(), kw, runs["root"] / "a", "parameters", 9 * STEP, 8 * STEP)
 
 
 def test_dict_observations_are_refused() -> None:

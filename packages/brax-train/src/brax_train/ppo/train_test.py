@@ -16,10 +16,9 @@ import numpy as np
 import onnxruntime  # type: ignore[import-untyped]  # ships no py.typed
 import pytest
 
-from brax_train import checkpoint, export
+from brax_train import _testing, checkpoint, export
 from brax_train._testing import PPO_ON_FAST, Untouchable, assert_same_actions, fast, leaves_equal
 from brax_train.ppo import (
-    NonFiniteError,
     PPOConfig,
     PPOConfigError,
     PPOParams,
@@ -299,17 +298,9 @@ def test_step_counters_beyond_32_bits(runs: dict[str, Any], tmp_path: pathlib.Pa
 
 
 def test_nan_guard_names_step_quantity_and_checkpoint(runs: dict[str, Any]) -> None:
-    with pytest.raises(NonFiniteError) as e:
-        train(
-            fast(),
-            **{**BASE, "learning_rate": float("nan")},
-            num_timesteps=8 * STEP,
-            num_evals=3,
-            restore_checkpoint_path=runs["root"] / "a",
-        )
-    msg = str(e.value)
-    assert e.value.quantity == "parameters" and e.value.step == 5 * STEP
-    assert f"env step {5 * STEP}" in msg and str(runs["root"] / "a" / str(4 * STEP)) in msg
+    kw = {**BASE, "learning_rate": float("nan"), "num_timesteps": 8 * STEP, "num_evals": 3}
+    msg = _testing.assert_nan_guard(train, fast(), kw, runs["root"] / "a", "parameters", 5 * STEP, 4 * STEP)
+    assert f"env step {5 * STEP}" in msg
 
 
 def test_restore_value_fn_false_is_a_warm_start(runs: dict[str, Any]) -> None:
@@ -401,6 +392,10 @@ def _randomize_mass(sys: Any, rng: jax.Array) -> tuple[Any, Any]:
     return sys.replace(body_mass=one(rng)), in_axes
 
 
+_RANDOMIZED: dict[str, Any] = {**_testing.smallest_ppo(4, 4), "num_eval_envs": 2, "num_evals": 2}
+"""The randomization tests' run: the least PPO training on 4 envs, 2 evaluations in 2 envs."""
+
+
 @pytest.mark.parametrize("with_eval_env", [False, True])
 def test_randomization_fn(with_eval_env: bool) -> None:
     from brax_envs.envs import PendulumSwingup
@@ -414,18 +409,11 @@ def test_randomization_fn(with_eval_env: bool) -> None:
 
     _, params, metrics = train(
         env,
+        **_RANDOMIZED,
         num_timesteps=4 * 2 * 2,
         episode_length=4,
-        num_envs=4,
-        batch_size=4,
-        num_minibatches=1,
-        unroll_length=2,
-        num_updates_per_batch=1,
-        num_eval_envs=2,
-        num_evals=2,
         randomization_fn=randomize,
         eval_env=PendulumSwingup(n_frames=1) if with_eval_env else None,
-        network_factory={"policy_hidden_layer_sizes": (4,), "value_hidden_layer_sizes": (4,)},
     )
     assert seen == [4, 2]  # one key per training env, then one per eval env
     assert np.isfinite(metrics["eval/episode_reward"])
@@ -444,20 +432,13 @@ def test_randomize_per_episode_draws_inside_training_and_evaluates_once_per_run(
     progress: list[dict[str, float]] = []
     _, params, metrics = train(
         PendulumSwingup(n_frames=1),
+        **_RANDOMIZED,
         num_timesteps=3 * 4 * 2,
         episode_length=3,
-        num_envs=4,
-        batch_size=4,
-        num_minibatches=1,
-        unroll_length=2,
-        num_updates_per_batch=1,
-        num_eval_envs=2,
-        num_evals=2,
         log_training_metrics=True,
         progress_fn=lambda _, m: progress.append(dict(m)),
         randomization_fn=randomize,
         randomize_per_episode=True,
-        network_factory={"policy_hidden_layer_sizes": (4,), "value_hidden_layer_sizes": (4,)},
     )
     # Training: one eager check with 2 keys, then draws traced inside the reset (4 keys for the whole
     # batch's abstract state, 2 in the per-device reset on each of conftest.py's 2 devices) and
