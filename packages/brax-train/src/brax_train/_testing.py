@@ -11,7 +11,7 @@ import pathlib
 import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import brax_envs
 import jax
@@ -82,6 +82,30 @@ def resumed_is_bit_exact(learned: Any, full: Any, resumed: Any) -> bool:
     """A run resumed from `learned`'s checkpoint ends with the parameters of the uninterrupted `full`
     run, which differ from `learned`'s (so the resumed run did train)."""
     return not leaves_equal(learned, full) and leaves_equal(resumed, full)
+
+
+class Recorded(NamedTuple):
+    """A training run's result and what its callbacks were given."""
+
+    result: Any
+    """What `train` returned."""
+    progress: list[tuple[int, dict[str, float]]]
+    """`(step, metrics)` of every `progress_fn` call."""
+    snapshots: list[tuple[int, Any, Any]]
+    """`(step, make_policy, params)` of every `policy_params_fn` call."""
+
+
+def recorded(train: Callable[..., Any], *args: Any, **settings: Any) -> Recorded:
+    """`train(*args, **settings)`, recording its progress reports and policy snapshots."""
+    progress: list[tuple[int, dict[str, float]]] = []
+    snapshots: list[tuple[int, Any, Any]] = []
+    result = train(
+        *args,
+        **settings,
+        progress_fn=lambda s, m: progress.append((s, dict(m))),
+        policy_params_fn=lambda s, mp, p: snapshots.append((s, mp, p)),
+    )
+    return Recorded(result, progress, snapshots)
 
 
 def full_and_resumed(train: Callable[..., Any], kw: Mapping[str, Any], learned_root: Any) -> dict[str, Any]:

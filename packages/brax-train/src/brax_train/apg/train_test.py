@@ -154,9 +154,8 @@ def test_truncation_differentiates_each_reward_through_its_own_step_only(rollout
 @pytest.fixture(scope="module")
 def learned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("apg")
-    progress: list[tuple[int, dict[str, float]]] = []
-    snapshots: list[tuple[int, Any, Any]] = []
-    result = train(
+    run = _testing.recorded(
+        train,
         fast(),
         **LEARN,
         policy_updates=60,
@@ -164,10 +163,8 @@ def learned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         log_training_metrics=True,
         training_metrics_steps=30 * STEP,
         save_checkpoint_path=root,
-        progress_fn=lambda s, m: progress.append((s, dict(m))),
-        policy_params_fn=lambda s, mp, p: snapshots.append((s, mp, p)),
     )
-    return {"root": root, "result": result, "progress": progress, "snapshots": snapshots}
+    return {"root": root, **run._asdict()}
 
 
 def test_learns_fast_env(learned: dict[str, Any]) -> None:

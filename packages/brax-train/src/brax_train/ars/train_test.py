@@ -120,18 +120,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """8 generations in one run (top_directions above number_of_directions is capped, as in Brax),
     and as 4 to a checkpoint + 4 resumed from it."""
     root = tmp_path_factory.mktemp("ars_ckpt")
-    progress: list[tuple[int, dict[str, float]]] = []
-    snapshots: list[int] = []
     kw: dict[str, Any] = {**BASE, "seed": 2, "top_directions": 20}
-    full = train(
-        fast(),
-        **kw,
-        num_timesteps=8 * STEP,
-        num_evals=3,
-        run_evals=False,
-        progress_fn=lambda s, m: progress.append((s, dict(m))),
-        policy_params_fn=lambda s, mp, p: snapshots.append(s),
+    full, progress, recorded = _testing.recorded(
+        train, fast(), **kw, num_timesteps=8 * STEP, num_evals=3, run_evals=False
     )
+    snapshots = [s for s, _, _ in recorded]  # the steps only
     a = train(fast(), **kw, num_timesteps=4 * STEP, num_evals=2, run_evals=False, save_checkpoint_path=root)
     b = train(
         fast(), **kw, num_timesteps=8 * STEP, num_evals=2, run_evals=False, restore_checkpoint_path=root

@@ -128,9 +128,8 @@ def test_loss_is_the_squared_error_of_the_squashed_mean() -> None:
 @pytest.fixture(scope="module")
 def learned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("bc")
-    progress: list[tuple[int, dict[str, float]]] = []
-    snapshots: list[tuple[int, Any, Any]] = []
-    result = train(
+    run = _testing.recorded(
+        train,
         env=fast(),
         **BASE,
         teacher_inference_fn=teacher,
@@ -138,10 +137,8 @@ def learned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         num_evals=3,
         log_training_metrics=True,
         save_checkpoint_path=root,
-        progress_fn=lambda s, m: progress.append((s, dict(m))),
-        policy_params_fn=lambda s, mp, p: snapshots.append((s, mp, p)),
     )
-    return {"root": root, "result": result, "progress": progress, "snapshots": snapshots}
+    return {"root": root, **run._asdict()}
 
 
 def test_student_imitates_the_teacher(learned: dict[str, Any]) -> None:

@@ -84,18 +84,10 @@ def test_config_defaults_are_braxs() -> None:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """16 generations in one run (with evaluations), and as 8 to a checkpoint + 8 resumed from it."""
     root = tmp_path_factory.mktemp("es_ckpt")
-    progress: list[tuple[int, dict[str, float]]] = []
-    snapshots: list[tuple[int, Any, Any]] = []
     reports: list[tuple[int, dict[str, float]]] = []
     kw: dict[str, Any] = {**BASE, "seed": 1}
-    full = train(
-        fast(),
-        **kw,
-        num_timesteps=16 * STEP,
-        num_evals=3,
-        deterministic_eval=True,
-        progress_fn=lambda s, m: progress.append((s, dict(m))),
-        policy_params_fn=lambda s, mp, p: snapshots.append((s, mp, p)),
+    full, progress, snapshots = _testing.recorded(
+        train, fast(), **kw, num_timesteps=16 * STEP, num_evals=3, deterministic_eval=True
     )
     a = train(
         fast(), **kw, num_timesteps=8 * STEP, num_evals=2, run_evals=False, save_checkpoint_path=root / "a"

@@ -79,17 +79,7 @@ def test_config_and_keywords_must_not_overlap() -> None:
 
 @pytest.fixture(scope="module")
 def learned() -> dict[str, Any]:
-    progress: list[tuple[int, dict[str, float]]] = []
-    snapshots: list[tuple[int, Any, Any]] = []
-    result = train(
-        fast(),
-        **LEARN,
-        num_timesteps=40 * LEARN_STEP,
-        num_evals=3,
-        progress_fn=lambda s, m: progress.append((s, dict(m))),
-        policy_params_fn=lambda s, mp, p: snapshots.append((s, mp, p)),
-    )
-    return {"result": result, "progress": progress, "snapshots": snapshots}
+    return _testing.recorded(train, fast(), **LEARN, num_timesteps=40 * LEARN_STEP, num_evals=3)._asdict()
 
 
 def test_learns_fast_env(learned: dict[str, Any]) -> None:

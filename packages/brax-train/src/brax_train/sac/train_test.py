@@ -180,15 +180,12 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert jax.local_device_count() == 2, "the root conftest forces 2 CPU devices"
     root = tmp_path_factory.mktemp("sac")
     child = start_child({**BASE, "num_timesteps": 8 * STEP}, root / "nan")
-    progress: list[tuple[int, dict[str, float]]] = []
-    snapshots: list[tuple[int, Any, Any]] = []
-    full = train(
+    full, progress, snapshots = _testing.recorded(
+        train,
         fast(),
         **BASE,
         num_timesteps=8 * STEP,
         checkpoint_logdir=root / "full",  # Brax's name of save_checkpoint_path
-        progress_fn=lambda s, m: progress.append((s, dict(m))),
-        policy_params_fn=lambda s, mp, p: snapshots.append((s, mp, p)),
     )
     resumed = train(
         fast(),
