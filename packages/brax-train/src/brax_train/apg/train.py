@@ -180,13 +180,11 @@ def _make_agent(c: APGConfig, setup: runner.Setup) -> runner.Agent[TrainingState
     apg = _APG(c, setup.env, net, optimizer, setup.env_shardings, NamedSharding(setup.mesh, P()), scramble)
 
     def init(key: PRNGKey) -> TrainingState:
-        params = net.policy_network.init(key)
-        normalizer = running_statistics.init_state(networks.observation_shapes(obs_size))
-        return TrainingState(params, normalizer, optimizer.init(params), jnp.zeros((), jnp.bool_))
+        fields = _learner.initial_fields(net.policy_network, obs_size, optimizer, key)
+        return TrainingState(*fields, jnp.zeros((), jnp.bool_))
 
     def warm_start(s: TrainingState, params: apg_networks.APGParams) -> TrainingState:
-        p = apg_networks.check_params(params)
-        return TrainingState(p.policy, p.normalizer, optimizer.init(p.policy), s.started)
+        return TrainingState(*_learner.warm_fields(apg_networks.check_params(params), optimizer), s.started)
 
     return runner.Agent(
         init=init,

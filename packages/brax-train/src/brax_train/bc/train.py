@@ -239,13 +239,12 @@ def _make_agent(
     bc = _BC(c, setup.env, net, teacher, optimizer, setup.mesh, setup.env_shardings, scramble)
 
     def init(key: PRNGKey) -> TrainingState:
-        params = net.policy_network.init(key)
-        normalizer = running_statistics.init_state(networks.observation_shapes(obs_size))
-        return TrainingState(params, normalizer, optimizer.init(params), jnp.zeros((), jnp.int32))
+        fields = _learner.initial_fields(net.policy_network, obs_size, optimizer, key)
+        return TrainingState(*fields, jnp.zeros((), jnp.int32))
 
     def warm_start(s: TrainingState, params: bc_networks.BCParams) -> TrainingState:
-        p = bc_networks.check_params(params)
-        return TrainingState(p.policy, p.normalizer, optimizer.init(p.policy), s.dagger_step)
+        fields = _learner.warm_fields(bc_networks.check_params(params), optimizer)
+        return TrainingState(*fields, s.dagger_step)
 
     teacher_meta: dict[str, Any] = {
         "checkpoint": os.fspath(teacher_ckpt.step_dir) if teacher_ckpt is not None else None,

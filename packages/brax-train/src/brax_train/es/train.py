@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import optax  # type: ignore[import-untyped]  # this optax ships no py.typed
 
-from brax_train import _learner, _population, networks, runner, running_statistics
+from brax_train import _learner, _population, networks, runner
 from brax_train._population import check_observations
 from brax_train.es import fitness
 from brax_train.es import networks as es_networks
@@ -63,9 +63,7 @@ def _make_agent(c: ESConfig, setup: runner.Setup) -> runner.Agent[TrainingState,
     )
 
     def init(key: PRNGKey) -> TrainingState:
-        params = net.policy_network.init(key)
-        normalizer = running_statistics.init_state(networks.observation_shapes(obs_size))
-        return TrainingState(params=params, normalizer=normalizer, optimizer_state=optimizer.init(params))
+        return TrainingState(*_learner.initial_fields(net.policy_network, obs_size, optimizer, key))
 
     def update(
         s: TrainingState, env_state: brax_envs.State, key: PRNGKey
@@ -82,9 +80,7 @@ def _make_agent(c: ESConfig, setup: runner.Setup) -> runner.Agent[TrainingState,
         return new, g.rollouts.env_state, metrics
 
     def warm_start(s: TrainingState, params: es_networks.ESParams) -> TrainingState:
-        return TrainingState(
-            params=params.policy, normalizer=params.normalizer, optimizer_state=optimizer.init(params.policy)
-        )
+        return TrainingState(*_learner.warm_fields(params, optimizer))
 
     fields = _population.agent_fields("es", c, net, c.normalize_observations)
     return runner.Agent(
