@@ -48,7 +48,9 @@ class Finger(SuiteEnv):
     domain = "finger"
     time_limit = 20.0
     control_timestep = 0.02
-    fast_solver: ClassVar[Mapping[str, int]] = {"iterations": 4, "ls_iterations": 8}
+    # one Newton step with the full line search: at 2-4 the capped problems start each step further
+    # off, and the finger ran slower than with dm_control's converged solve
+    fast_solver: ClassVar[Mapping[str, int]] = {"iterations": 1, "ls_iterations": 50}
 
     def __init__(self, task: str = "spin", *, solver: str = "default", debug: bool = False) -> None:
         """Task `spin`, `turn_easy` or `turn_hard`."""

@@ -10,7 +10,7 @@ import pytest
 
 import brax_envs
 from brax_envs import dm_control
-from brax_envs.dm_control._suite import suite_module
+from brax_envs.dm_control._suite import suite_model, suite_module
 
 suite = suite_module("")
 
@@ -40,6 +40,21 @@ def test_without_dm_control_the_error_names_the_extra(monkeypatch: pytest.Monkey
     monkeypatch.setitem(sys.modules, "dm_control", None)  # what `import dm_control` sees uninstalled
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'brax-envs\[dm-control\]'"):
         dm_control.load("cartpole", "balance")
+
+
+@pytest.mark.parametrize(("domain", "task"),
+                         [("finger", "spin"), ("walker", "walk"), ("cartpole", "swingup")])
+def test_solver_option_sets_the_domains_budget(domain: str, task: str) -> None:
+    # "default" simulates with the options of dm_control's model, "fast" with the domain's budget instead
+    default, fast = dm_control.load(domain, task), dm_control.load(domain, task, solver="fast")
+    own = suite_model(domain).opt
+    assert fast.fast_solver, f"{domain} names no fast budget"
+    for field, value in fast.fast_solver.items():
+        assert getattr(fast.sys.opt, field) == value, (domain, field)
+        assert getattr(default.sys.opt, field) == getattr(own, field), (domain, field)
+    assert fast.sys.opt.tolerance == default.sys.opt.tolerance  # only the budget's fields change
+    with pytest.raises(ValueError, match=r"solver 'turbo' not in \('default', 'fast'\)"):
+        dm_control.load(domain, task, solver="turbo")
 
 
 @pytest.mark.parametrize(("domain", "task"), [("cartpole", "swingup"), ("point_mass", "hard")])
