@@ -178,7 +178,8 @@ def check_initial_distribution(env: SuiteEnv, domain: str, task: str, n: int = 2
     distribution: per coordinate, the means agree within `z` standard errors, the standard deviations
     within the ratio `spread`, and ours stay within dm_control's observed range widened by a third of
     its width. The draws are `initial_state`'s, at which `reset` starts the physics (`suite_test`
-    checks that), so no physics program compiles here."""
+    checks that), so no physics step compiles here (only the collision of a domain whose draw searches
+    for a pose without contacts)."""
     want = initial_states(env, domain, task, n, seed, info_keys)
     keys = jax.random.split(jax.random.key(seed), n)
     q, qd, info = jax.jit(jax.vmap(env.initial_state))(keys)
