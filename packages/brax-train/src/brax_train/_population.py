@@ -411,11 +411,13 @@ def train(
     make_agent: Callable[[C, runner.Setup], runner.Agent[Any, Any]],
     name: str,
 ) -> runner.TrainResult:
-    """ES's or ARS's `train` after merging settings `c`: the user's settings are validated before
-    `run_config(c)` derives `num_envs` from the population, then the runner trains."""
-    validate(c, len(runner.mesh_devices(c)))
-    check_observations(environment, f"{name}.train")
-    return runner.train(environment, run_config(c), validate, make_agent, name)
+    """ES's or ARS's `train` after merging settings `c`: the user's settings are validated, the
+    observations checked, `run_config(c)` derives `num_envs` from the population, the runner trains."""
+    def resolve(checked: C) -> C:
+        check_observations(environment, f"{name}.train")
+        return run_config(checked)
+
+    return runner.train(environment, c, validate, make_agent, name, resolve=resolve)
 
 
 def population_errors(
