@@ -103,12 +103,10 @@ def test_batched_ant_tracks_mujoco_per_member() -> None:
         assert np.mean(ncon[i] == np.array(mj_ncon)) >= 0.9, (i, ncon[i], mj_ncon)
 
 
-def _child(code: str, what: str, xla_flags: str = "") -> str:
+def _child(code: str, what: str, xla_flags: str) -> str:
     """stdout of `code` run by a child Python with `xla_flags` alone (XLA's default CPU scheduler,
     not the suite's flags); a child that does not finish in 400 s fails the test as a hang."""
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    if xla_flags:
-        env["XLA_FLAGS"] = xla_flags
+    env = {**{k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, "XLA_FLAGS": xla_flags}
     try:
         proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=400,
                               env=env, check=False)
@@ -119,43 +117,17 @@ def _child(code: str, what: str, xla_flags: str = "") -> str:
 
 
 @pytest.mark.parametrize("name", ["ant", "humanoid"])
-def test_large_batch_does_not_hang(name: str) -> None:
-    """1024 envs under XLA's default CPU scheduler, 10 calls of a 10-step rollout, in a child process.
+def test_large_batches_on_one_and_two_cpu_devices_do_not_hang(name: str) -> None:
+    """1024 envs under XLA's default CPU scheduler, in a child process with two forced CPU devices.
 
-    Before the pipeline kept its batched LAPACK calls off XLA's thread pool
-    (brax_physics._src.lowering.factor), a potrf and a trsm ran side by side and jaxlib 0.10's CPU kernels
-    deadlocked on a 2-core machine, typically on the first call at this batch. A hang shows as a
-    timeout here, not a stuck suite.
-    """
-    code = textwrap.dedent(f"""
-        import jax, jax.numpy as jnp, numpy as np
-        import brax_physics as bp
-        sys_ = bp.load_mjcf(open({str(ASSETS / f"{name}.xml")!r}).read())
-        batch = 1024
-        ctrl = jax.random.uniform(jax.random.PRNGKey(0), (batch, sys_.nu), minval=-1.0, maxval=1.0)
-        state = jax.jit(jax.vmap(lambda _: bp.init(sys_)))(jnp.arange(batch))
-        def roll(s):
-            step = jax.vmap(lambda a, u: bp.step(sys_, a, u))
-            return jax.lax.scan(lambda s, _: (step(s, ctrl), None), s, None, length=10)[0]
-        roll = jax.jit(roll)
-        for _ in range(10):
-            state = jax.block_until_ready(roll(state))
-        finite = jnp.isfinite(state.q).all() & jnp.isfinite(state.qd).all()
-        print(int(finite), float(jnp.max(jnp.abs(state.q[:, 2]))))
-    """)
-    finite, max_height = _child(code, f"{name}: 1024 envs x 100 steps").split()
-    # 0.5 s of random control: every member finite, and none has flown off (|z| < 3 m)
-    assert finite == "1" and float(max_height) < 3.0, (finite, max_height)
-
-
-@pytest.mark.parametrize("name", ["ant", "humanoid"])
-def test_two_cpu_devices_shard_map_does_not_hang(name: str) -> None:
-    """1024 envs split over two forced CPU devices by `jax.shard_map`, in a child process.
-
-    Each device's step factors its mass matrices with LAPACK (the humanoid its Newton Hessians
-    too); with batched calls big enough for jaxlib 0.10 to spread them over the shared thread pool,
-    the two devices' calls waited on each other and this hung on the first call. The sharded
-    rollout must also match the same rollout on one device.
+    Each step factors its mass matrices with LAPACK (the humanoid its Newton Hessians too). Before
+    the pipeline kept its batched LAPACK calls off XLA's thread pool
+    (brax_physics._src.lowering.factor), a potrf and a trsm ran side by side and jaxlib 0.10's CPU
+    kernels deadlocked on a 2-core machine, typically on the first call at this batch (10 calls of
+    a 10-step rollout on one device here); and split over two devices by `jax.shard_map`, the two
+    devices' calls waited on each other and hung on the first call (3 calls here). The sharded
+    rollout must match the one-device rollout. One child runs both (one compile of the one-device
+    rollout); a hang shows as a timeout here, not a stuck suite.
     """
     code = textwrap.dedent(f"""
         import jax, jax.numpy as jnp, numpy as np
@@ -168,21 +140,27 @@ def test_two_cpu_devices_shard_map_does_not_hang(name: str) -> None:
         def roll(s, u):
             step = jax.vmap(lambda a, c: bp.step(sys_, a, c))
             return jax.lax.scan(lambda s, _: (step(s, u), None), s, None, length=10)[0]
+        one = jax.jit(roll)
+        single = state
+        for i in range(10):
+            single = jax.block_until_ready(one(single, ctrl))
+            if i == 2:
+                third = single
+        finite = jnp.isfinite(single.q).all() & jnp.isfinite(single.qd).all()
         mesh = Mesh(np.array(jax.devices()), ("batch",))
         two = jax.jit(jax.shard_map(roll, mesh=mesh, in_specs=P("batch"), out_specs=P("batch"),
                                     check_vma=False))
         sharded = state
         for _ in range(3):
             sharded = jax.block_until_ready(two(sharded, ctrl))
-        one = jax.jit(roll)
-        single = state
-        for _ in range(3):
-            single = jax.block_until_ready(one(single, ctrl))
         shards = {{s.device for s in sharded.q.addressable_shards}}
-        print(len(shards), float(jnp.max(jnp.abs(sharded.q - single.q))))
+        print(int(finite), float(jnp.max(jnp.abs(single.q[:, 2]))), len(shards),
+              float(jnp.max(jnp.abs(sharded.q - third.q))))
     """)
-    out = _child(code, f"{name}: 1024 envs on two CPU devices", "--xla_force_host_platform_device_count=2")
-    devices, diff = out.split()
+    out = _child(code, f"{name}: 1024 envs, one and two devices", "--xla_force_host_platform_device_count=2")
+    finite, max_height, devices, diff = out.split()
+    # 0.5 s of random control: every member finite, and none has flown off (|z| < 3 m)
+    assert finite == "1" and float(max_height) < 3.0, out
     assert devices == "2", out
     # the same 30 steps per member; float32 reductions vectorized over a different batch may
     # differ in the last bit, which 30 steps of contact dynamics grow to well below 1e-3
