@@ -486,8 +486,8 @@ def _step(sys: System, state: State, act: jax.Array) -> State:
 
             # Stages 2-4 start from the step's start, moved by the stage before's rates over a
             # fraction of h: one stage in a three-trip loop, so the program holds one forward pass
-            # for them, not three (a third of the compile). Stage activations are not clamped; the
-            # final update is mj_nextActivation's.
+            # for them, not three. Stage activations are not clamped; the final update is
+            # mj_nextActivation's.
             Rates = tuple[jax.Array, jax.Array, jax.Array]  # (v, qacc, act_dot) of a stage
 
             def stage(prev: Rates, c: jax.Array) -> tuple[Rates, Rates]:
