@@ -186,7 +186,6 @@ def test_rk4_quaternion_trajectory() -> None:
     assert np.max(np.abs(got - _mujoco_trajectory(m, q, qd, np.zeros(0), 200))) <= 2e-3
 
 
-
 def test_rk4_stages_share_one_forward_pass_in_the_program() -> None:
     """RK4's stages 2-4 run one forward pass in a three-trip loop: the step's program holds two forward
     passes (the first stage's and the loop's), under twice Euler's one, not four (3.8 times as many
