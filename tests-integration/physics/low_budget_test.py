@@ -53,7 +53,7 @@ BUDGETS = ((1, 3), (1, 8), (2, 4), (4, 8), (4, 50), DEFAULT_BUDGET)
 """(iterations, ls_iterations) of each run."""
 
 VARIANT_BUDGETS = {"quadruped_condim1": ((1, 3), (4, 8))}
-"""Budgets of each variant (the variants compile once per budget too, so a few)."""
+"""Budgets of each variant (a few: every case also runs MuJoCo five times to measure its spread)."""
 SECONDS = 0.1
 QPOS_TOL = 5e-3
 OFFSET = 0.05  # sinusoidal control offset: this fraction of each control's half range, at most 0.05
@@ -124,28 +124,31 @@ def load_system(m: mujoco.MjModel) -> bp.System:
         return bp.from_mjmodel(m)
 
 
+@functools.partial(jax.jit, static_argnames="steps")
+def _rollout(sys: bp.System, start: tuple[jax.Array, ...], amp: jax.Array, freq: jax.Array,
+             steps: int) -> jax.Array:
+    """(steps, nq) qpos after each step from `start` (ctrl, q, qd, act) under ctrl + amp·sin(2π·freq·t).
+    The model is an argument: a scene's budgets (System leaves) and offsets share one program."""
+    ctrl0, q0, qd0, act0 = start
+
+    def body(s: bp.State, _: None) -> tuple[bp.State, jax.Array]:
+        s = bp.step(sys, s, ctrl0 + amp * jnp.sin(2 * jnp.pi * freq * s.time))
+        return s, s.q
+
+    return jax.lax.scan(body, bp.init(sys, q0, qd0, ctrl0, act0), None, length=steps)[1]
+
+
 def our_rollout(m: mujoco.MjModel, sys: bp.System, steps: int) -> Callable[[bool], np.ndarray]:
-    """A function offset -> (steps, nq) our qpos after each step, like `mujoco_rollout`; the
-    rollout compiles once (the offset's amplitude is an argument)."""
+    """A function offset -> (steps, nq) our qpos after each step, like `mujoco_rollout`."""
     d = mujoco.MjData(m)
     mujoco.mj_resetDataKeyframe(m, d, 0)
     f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
-    ctrl0, q0, qd0, act0 = f32(d.ctrl), f32(d.qpos), f32(d.qvel), f32(d.act)
+    start = (f32(d.ctrl), f32(d.qpos), f32(d.qvel), f32(d.act))
     amp_np, freq_np = _offset(m)
-    freq = f32(freq_np)
-
-    @jax.jit
-    def rollout(amp: jax.Array) -> jax.Array:
-        def body(s: bp.State, _: None) -> tuple[bp.State, jax.Array]:
-            s = bp.step(sys, s, ctrl0 + amp * jnp.sin(2 * jnp.pi * freq * s.time))
-            return s, s.q
-
-        s0 = bp.init(sys, q0, qd0, ctrl0, act0)
-        return jax.lax.scan(body, s0, None, length=steps)[1]
 
     def run(offset: bool) -> np.ndarray:
         amp = f32(amp_np if offset else np.zeros(m.nu))
-        return np.asarray(rollout(amp), np.float64)
+        return np.asarray(_rollout(sys, start, amp, f32(freq_np), steps), np.float64)
 
     return run
 

@@ -90,7 +90,10 @@ def test_replace_checks_leaves_and_refuses_static_fields() -> None:
         sys.opt.replace(gravity=jnp.zeros(2))
     # Leading batch axes (for vmap), Python numbers for scalar leaves and static options are accepted.
     assert sys.replace(body_mass=jnp.ones((4, 2))).body_mass.shape == (4, 2)
-    assert sys.opt.replace(timestep=0.01, iterations=3).iterations == 3
+    opt = sys.opt.replace(timestep=0.01, iterations=3)
+    assert opt.iterations == 3 and opt.iterations.dtype == jnp.float32  # the leaf's dtype, not a weak int
+    with pytest.raises(ValueError, match=r"sys.opt.replace: iterations must be a whole number, got 2.5"):
+        sys.opt.replace(iterations=2.5)
     # Inside vmap each member has the leaf's own shape.
     masses = jax.vmap(lambda m: sys.replace(body_mass=m).body_mass)(jnp.ones((5, 2)))
     assert masses.shape == (5, 2)

@@ -266,6 +266,8 @@ RECIPES: dict[str, Recipe] = {
     "opt.density": Recipe(None, None, _set(200.0), "quadratic drag on the sliding box"),
     "opt.viscosity": Recipe(None, None, _set(0.5), "viscous drag on every moving body"),
     "opt.wind": Recipe(None, None, _set(-3.0, 2.0, 0.0), "drag is relative to the wind"),
+    "opt.iterations": Recipe(None, None, _set(4), "four Newton steps leave the contacts unconverged"),
+    "opt.ls_iterations": Recipe(None, None, _set(2), "line searches stop short of their minimum"),
     "body_pos": Recipe("body:forearm", None, _set(0.35, 0.0, 0.04), "where the forearm hangs"),
     "body_quat": Recipe("body:forearm", None, _quat((0, 1, 0), 30), "the forearm's rest angle"),
     "body_ipos": Recipe("body:forearm", None, _set(0.18, 0.0, 0.03), "the forearm's com"),
@@ -730,7 +732,7 @@ def perturbed(path: str, recipe: Recipe) -> tuple[bp.System, Any]:
     value[idx] = recipe.change(value[idx])
     assert not np.array_equal(value, np.asarray(field)), f"the recipe for '{path}' changes nothing"
     if np.ndim(field) == 0:
-        setattr(owner, attr, float(value))
+        setattr(owner, attr, type(field)(value))  # an int field (opt.iterations) stays an int
     else:
         field[...] = value
     sys = _base_system(recipe.sweep)

@@ -362,9 +362,9 @@ def from_mjmodel(m: Any) -> System:
         noslip_tolerance=_f32(o.noslip_tolerance),
         has_fluid=bool(o.density != 0 or o.viscosity != 0),
         integrator=int(o.integrator), disableflags=int(o.disableflags), enableflags=int(o.enableflags),
-        cone=int(o.cone), solver=int(o.solver), iterations=int(o.iterations),
-        ls_iterations=int(o.ls_iterations), tolerance=float(o.tolerance), ls_tolerance=float(o.ls_tolerance),
-        noslip_iterations=int(o.noslip_iterations),
+        cone=int(o.cone), solver=int(o.solver), iterations=_f32(o.iterations),
+        ls_iterations=_f32(o.ls_iterations), tolerance=float(o.tolerance),
+        ls_tolerance=float(o.ls_tolerance), noslip_iterations=int(o.noslip_iterations),
     )
     obj = mujoco.mjtObj
     nten = int(m.ntendon)

@@ -121,14 +121,19 @@ def solver_config(sys: System) -> solver.Config:
     o = sys.opt
     lay = constraint.layout(sys)
     return solver.Config(
-        is_floss=tuple(bool(b) for b in lay.is_floss), iterations=o.iterations,
-        tolerance=o.tolerance, warmstart=not o.disableflags & mjtDisableBit.mjDSBL_WARMSTART,
-        is_eq=tuple(bool(b) for b in lay.is_eq) if lay.neq else (),
-        cones=lay.cones, ls_iterations=o.ls_iterations, ls_tolerance=o.ls_tolerance,
+        is_floss=tuple(bool(b) for b in lay.is_floss), tolerance=o.tolerance, ls_tolerance=o.ls_tolerance,
+        warmstart=not o.disableflags & mjtDisableBit.mjDSBL_WARMSTART,
+        is_eq=tuple(bool(b) for b in lay.is_eq) if lay.neq else (), cones=lay.cones,
         compact=lay.compact_groups, row_dof=_row_dof(sys),
         newton=o.solver != mjtSolver.mjSOL_CG, nisland=island.ntree(sys) if island.enabled(sys) else 1,
         lowering=sys.lowering,
     )
+
+
+def solver_budget(sys: System) -> solver.Budget:
+    """The solver budget of `sys` (its `opt` leaves, whole numbers stored as float32)."""
+    o = sys.opt
+    return solver.Budget(o.iterations.astype(jnp.int32), o.ls_iterations.astype(jnp.int32))
 
 
 def _row_dof(sys: System) -> tuple[int, ...]:
@@ -241,7 +246,7 @@ def _acceleration(sys: System, q: jax.Array, qd: jax.Array, ctrl: jax.Array, act
                               dof_island=dof_island, efc_island=efc_island)
         cfg = solver_config(sys)
         with jax.named_scope("solve"):
-            qacc, jar = solver.solve_rows(cfg, prob, qacc_warmstart)
+            qacc, jar = solver.solve_rows(cfg, prob, qacc_warmstart, solver_budget(sys))
         with jax.named_scope("constraint_force"):
             efc_force = solver.row_terms(cfg, prob, jar)[0]
             qfrc_constraint = com.mm(rows.J.T, efc_force)

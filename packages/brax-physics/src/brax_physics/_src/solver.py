@@ -72,8 +72,6 @@ class Config(NamedTuple):
 
     is_floss: tuple[bool, ...]
     """Per row: friction-loss (Huber) cost instead of the unilateral one."""
-    iterations: int
-    """Maximum Newton iterations (MuJoCo `opt.iterations`)."""
     tolerance: float
     """MuJoCo `opt.tolerance` on the scaled cost improvement and gradient."""
     warmstart: bool
@@ -82,10 +80,6 @@ class Config(NamedTuple):
     """Per row: equality (bilateral, always quadratic) cost; empty: no equality rows."""
     cones: tuple[tuple[int, ...], ...] = ()
     """Rows (normal first) of each elliptic friction cone; empty with pyramidal cones."""
-    ls_iterations: int = 50
-    """Maximum line-search evaluations (MuJoCo `opt.ls_iterations`)."""
-    ls_tolerance: float = 0.01
-    """MuJoCo `opt.ls_tolerance`: the line search's slope tolerance relative to `tolerance`."""
     compact: tuple[tuple[tuple[int, ...], ...], ...] = ()
     """Groups of interchangeable row units that are often inactive (contacts, limits): each group a
     tuple of units of one size, a unit the rows of one elliptic cone (in `cones`) or one scalar
@@ -99,8 +93,25 @@ class Config(NamedTuple):
     """Per row: the one dof its Jacobian can reach (a hinge or slide joint's limit or friction loss),
     or -1 for rows reaching several; None: unknown. Single-dof rows add to the Hessian's diagonal
     only, so it sums outer products over the others alone."""
+    ls_tolerance: float = 0.01
+    """MuJoCo `opt.ls_tolerance`: the line search's slope tolerance relative to `tolerance`."""
     lowering: Lowering = DEFAULT
     """How the solve is lowered (the system's `lowering`): Hessian forms, work queue, compaction budgets."""
+
+
+class Budget(NamedTuple):
+    """The solve's iteration caps (MuJoCo's `mjOption` fields) as data: another budget reuses the
+    compiled solve, and a batch may hold several."""
+
+    iterations: jax.Array
+    """() int32 maximum iterations (MuJoCo `opt.iterations`)."""
+    ls_iterations: jax.Array
+    """() int32 maximum line-search evaluations per iteration (`opt.ls_iterations`)."""
+
+
+def budget(iterations: int | jax.Array = 100, ls_iterations: int | jax.Array = 50) -> Budget:
+    """A `Budget` of int32 arrays (defaults: MuJoCo's)."""
+    return Budget(jnp.asarray(iterations, jnp.int32), jnp.asarray(ls_iterations, jnp.int32))
 
 
 class Problem(NamedTuple):
@@ -117,6 +128,7 @@ class Problem(NamedTuple):
     mu: jax.Array | None = None  # (nefc,) cone scale per row (see constraint.Rows.mu); None: no cones
     dof_island: jax.Array | None = None  # (nv,) int32 island of each dof, -1: none (None: one island)
     efc_island: jax.Array | None = None  # (nefc,) int32 island of each row (of its trees when inactive)
+    budget: Budget | None = None  # set by `solve_rows` from its argument
 
 
 def _mv(a: jax.Array, x: jax.Array) -> jax.Array:
@@ -324,6 +336,7 @@ class _Iterate(NamedTuple):
     """
 
     it: jax.Array  # (K,) int32 iterations taken
+    cap: jax.Array  # () int32 the budget's iterations
     done: jax.Array  # (K,) bool: a stopping test fired (or no island in the slot)
     x: jax.Array  # (nv,) qacc
     ma: jax.Array  # (nv,) M x
@@ -369,6 +382,11 @@ def _small_grad(cfg: Config, isl: _Islands, grad: jax.Array, gscale: jax.Array) 
     return small
 
 
+def _budget(p: Problem) -> Budget:
+    assert p.budget is not None, "solver: a Problem reaches the loop through solve_rows, with its budget"
+    return p.budget
+
+
 def _start(cfg: Config, p: Problem, x_warm: jax.Array) -> _Iterate:
     """Loop state at qacc_smooth, or at the warm start when that costs no more (MuJoCo's rule, over
     the whole problem), with the dofs outside every island at qacc_smooth."""
@@ -386,12 +404,12 @@ def _start(cfg: Config, p: Problem, x_warm: jax.Array) -> _Iterate:
     grad, gscale = _evaluate(cfg, p, isl, ma, jar)
     zero = jnp.zeros_like(x)
     it0 = jnp.zeros(isl.live.shape, jnp.int32)
-    return _Iterate(it0, ~isl.live, x, ma, jar, grad, gscale, zero, zero, zero)
+    return _Iterate(it0, _budget(p).iterations, ~isl.live, x, ma, jar, grad, gscale, zero, zero, zero)
 
 
-def _running(cfg: Config, s: _Iterate) -> jax.Array:
+def _running(s: _Iterate) -> jax.Array:
     """Whether the loop takes another trip (in any island)."""
-    return jnp.any((s.it < cfg.iterations) & ~s.done)
+    return jnp.any((s.it < s.cap) & ~s.done)
 
 
 def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
@@ -400,7 +418,7 @@ def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     MuJoCo's line search along the Newton (or CG) direction, the new gradient and the tests on the
     step's improvement and gradient."""
     isl = _islands(cfg, p)
-    run = (s.it < cfg.iterations) & ~s.done
+    run = (s.it < s.cap) & ~s.done
     mgrad = _precondition(cfg, p, s.jar, s.grad)
     dec = jnp.maximum(0.0, 0.5 * _per(isl.dof, s.grad * mgrad))  # decrement (Newton) or gap (CG)
     small_dec = isl.scale * dec < cfg.tolerance
@@ -425,7 +443,7 @@ def _iterate(cfg: Config, p: Problem, s: _Iterate) -> _Iterate:
     imp = isl.scale * improvement
     small_imp = (imp > 0) & (imp < cfg.tolerance)
     done = s.done | stop | (run & ~moved) | (moved & (small_imp | _small_grad(cfg, isl, grad, gscale)))
-    return _Iterate(s.it + moved.astype(jnp.int32), done, x, ma, jar, grad, gscale, d, s.grad, mgrad)
+    return _Iterate(s.it + moved.astype(jnp.int32), s.cap, done, x, ma, jar, grad, gscale, d, s.grad, mgrad)
 
 
 def _conjugate(isl: _Islands, d: jax.Array, grad: jax.Array, mgrad: jax.Array, grad_old: jax.Array,
@@ -617,7 +635,7 @@ def _line_search(cfg: Config, p: Problem, isl: _Islands, ma: jax.Array, jar: jax
     direction = jnp.where(p1.d1 < 0, 1.0, -1.0)
     cnt = jnp.full(snorm.shape, 2, jnp.int32)
     phase = jnp.where(done0, 2, 0).astype(jnp.int32)
-    lsit = cfg.ls_iterations
+    lsit = _budget(p).ls_iterations
     Carry = tuple[jax.Array, jax.Array, _Pt, _Pt, _Pt, _Pt, jax.Array, jax.Array]
 
     def body(c: Carry) -> Carry:
@@ -703,7 +721,7 @@ def _newton_loop(cfg: Config, p: Problem, w: jax.Array) -> jax.Array:
     """(nv + nefc,) packed qacc and jar of one problem (`w`: the packed warm start): Newton
     iterations until a stopping test fires in every island."""
     x_warm = w[:p.M.shape[-1]]
-    s: _Iterate = jax.lax.while_loop(functools.partial(_running, cfg), lambda s: _iterate_traced(cfg, p, s),
+    s: _Iterate = jax.lax.while_loop(_running, lambda s: _iterate_traced(cfg, p, s),
                                      _start_traced(cfg, p, x_warm))
     return _pack(s)
 
@@ -715,7 +733,7 @@ def _newton_fn(cfg: Config) -> custom_batching.custom_vmap:
     loop = newton.Loop(
         solve=functools.partial(_newton_loop, cfg), warm=lambda p, w: w[:, :p.M.shape[-1]],
         start=functools.partial(_start_traced, cfg), iterate=functools.partial(_iterate_traced, cfg),
-        running=functools.partial(_running, cfg), pack=_pack, iterations=cfg.iterations)
+        running=_running, pack=_pack)
     return newton.batched(cfg.lowering, loop)
 
 
@@ -836,31 +854,39 @@ def _newton(cfg: Config, p: Problem, x_warm: jax.Array) -> tuple[jax.Array, jax.
     return out[:nv], out[nv:]
 
 
-def solve(cfg: Config, p: Problem, x_warm: jax.Array) -> jax.Array:
-    """(nv,) constrained acceleration qacc minimizing the primal cost (see the module docstring)."""
-    return solve_rows(cfg, p, x_warm)[0]
+def solve(cfg: Config, p: Problem, x_warm: jax.Array, b: Budget) -> jax.Array:
+    """(nv,) constrained acceleration qacc minimizing the primal cost within budget `b` (see the
+    module docstring)."""
+    return solve_rows(cfg, p, x_warm, b)[0]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def solve_rows(cfg: Config, p: Problem, x_warm: jax.Array) -> tuple[jax.Array, jax.Array]:
+def solve_rows(cfg: Config, p: Problem, x_warm: jax.Array, b: Budget) -> tuple[jax.Array, jax.Array]:
     """qacc (nv,) as `solve`, and jar = J·qacc − aref (nefc,) as the solver's iterate holds it.
 
     The forces are computed from this jar, as MuJoCo's efc_force is from its iterate's Jaref: the
     solver updates jar along its steps, and only that jar is consistent with its stopping tests.
     Recomputed from qacc in float32, J·qacc's roundoff times a stiff row's D moves the force enough
     to unbalance M·qacc = qfrc_smooth + Jᵀf, which the implicit integrators integrate."""
-    return _newton(cfg, p, x_warm)
+    return _newton(cfg, p._replace(budget=b), x_warm)
 
 
-def _solve_fwd(cfg: Config, p: Problem, x_warm: jax.Array) -> tuple[tuple[jax.Array, jax.Array],
-                                                                    tuple[jax.Array, Problem, jax.Array]]:
-    x, jar = _newton(cfg, p, x_warm)
-    return (x, jar), (x, p, x_warm)
+def _solve_fwd(cfg: Config, p: Problem, x_warm: jax.Array, b: Budget
+               ) -> tuple[tuple[jax.Array, jax.Array], tuple[jax.Array, Problem, jax.Array, Budget]]:
+    x, jar = _newton(cfg, p._replace(budget=b), x_warm)
+    return (x, jar), (x, p, x_warm, b)
 
 
-def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array],
-               bar: tuple[jax.Array, jax.Array]) -> tuple[Problem, jax.Array]:
-    x, p, x_warm = res
+def _no_cotangent(a: jax.Array) -> jax.Array | np.ndarray:
+    """The zero cotangent of a budget leaf (float0 for integers, as JAX wants)."""
+    if jnp.issubdtype(a.dtype, jnp.integer):
+        return np.zeros(a.shape, jax.dtypes.float0)
+    return jnp.zeros_like(a)
+
+
+def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array, Budget],
+               bar: tuple[jax.Array, jax.Array]) -> tuple[Problem, jax.Array, Budget]:
+    x, p, x_warm, b = res
     xbar, jarbar = bar
     # jar = J x − aref: its cotangent reaches x, and J and aref directly
     xbar = xbar + _mv(p.J.T, jarbar)
@@ -879,7 +905,7 @@ def _solve_bwd(cfg: Config, res: tuple[jax.Array, Problem, jax.Array],
     (pbar,) = vjp(-w)
     pbar = pbar._replace(qacc_smooth=jnp.zeros_like(p.qacc_smooth), J=pbar.J + jarbar[:, None] * x[None, :],
                          aref=pbar.aref - jarbar)
-    return pbar, jnp.zeros_like(x_warm)
+    return pbar, jnp.zeros_like(x_warm), jax.tree.map(_no_cotangent, b)
 
 
 solve_rows.defvjp(_solve_fwd, _solve_bwd)

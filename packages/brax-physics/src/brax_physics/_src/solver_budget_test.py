@@ -70,10 +70,10 @@ def _rows(m: Any, d: Any) -> _Rows:
     return floss, limit, contact
 
 
-def _problems(m: Any, states: list[Any]) -> tuple[solver.Config, solver.Problem, jax.Array]:
+def _problems(m: Any, states: list[Any]) -> tuple[solver.Config, solver.Problem, jax.Array, solver.Budget]:
     """MuJoCo's constraint problems at `states`, stacked in float64 with a common row layout
     (friction loss, limits, contacts, each padded with rows that are never active), the solver
-    settings of `m` and the warm starts."""
+    settings of `m`, the warm starts and the budget of `m`."""
     nv = m.nv
     layouts = [_rows(m, d) for d in states]
     nfl, nlim, ncon = (max(len(lay[k]) for lay in layouts) for k in range(3))
@@ -118,10 +118,9 @@ def _problems(m: Any, states: list[Any]) -> tuple[solver.Config, solver.Problem,
     first = nfl + nlim
     cones = tuple(tuple(range(first + k, first + k + dim)) for k in range(0, ncon, dim)) if elliptic else ()
     cfg = solver.Config(
-        is_floss=(True,) * nfl + (False,) * (nlim + ncon), iterations=int(m.opt.iterations),
-        tolerance=float(m.opt.tolerance),
-        warmstart=not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_WARMSTART,
-        cones=cones, ls_iterations=int(m.opt.ls_iterations), ls_tolerance=float(m.opt.ls_tolerance),
+        is_floss=(True,) * nfl + (False,) * (nlim + ncon), tolerance=float(m.opt.tolerance),
+        ls_tolerance=float(m.opt.ls_tolerance),
+        warmstart=not m.opt.disableflags & mujoco.mjtDisableBit.mjDSBL_WARMSTART, cones=cones,
         newton=m.opt.solver == mujoco.mjtSolver.mjSOL_NEWTON, nisland=int(m.ntree))
     p = solver.Problem(
         M=jnp.asarray(st["M"], f64), qfrc_smooth=jnp.asarray(st["fs"], f64),
@@ -130,7 +129,7 @@ def _problems(m: Any, states: list[Any]) -> tuple[solver.Config, solver.Problem,
         aref=jnp.asarray(st["aref"], f64), floss=jnp.asarray(st["fl"], f64),
         mu=jnp.asarray(st["mu"], f64) if elliptic else None, dof_island=jnp.asarray(st["di"], jnp.int32),
         efc_island=jnp.asarray(st["ei"], jnp.int32))
-    return cfg, p, jnp.asarray(st["w"], f64)
+    return cfg, p, jnp.asarray(st["w"], f64), solver.budget(int(m.opt.iterations), int(m.opt.ls_iterations))
 
 
 BUDGETS = [(1, 3), (2, 4), (4, 8), (100, 50)]
@@ -149,8 +148,10 @@ def test_low_budget_solve_lands_on_mujocos_qacc(cone: str, flags: str, method: s
             m = mujoco.MjModel.from_xml_string(_xml(cone, it, ls, flags).replace(
                 "<option ", f'<option solver="{method}" '))
             states = [d for d in _states(m, 10) if d.nefc]
-            cfg, p, warm = _problems(m, states)
-            got = np.asarray(jax.jit(jax.vmap(functools.partial(solver.solve, cfg)))(p, warm))
+            cfg, p, warm, budget = _problems(m, states)
+            # the budget is data: one program for every budget
+            got = np.asarray(jax.jit(jax.vmap(functools.partial(solver.solve, cfg), in_axes=(0, 0, None)))(
+                p, warm, budget))
             want = np.stack([d.qacc for d in states])
             err = np.max(np.abs(got - want), axis=1) / (1.0 + np.max(np.abs(want), axis=1))
             assert np.all(err < 1e-8), (it, ls, err)
@@ -184,3 +185,40 @@ def _active_rows(sys: Any, state: Any) -> jax.Array:
                                 pos.ten_J, None)
     out: jax.Array = rows.active
     return out
+
+
+def test_budget_is_data_one_program_for_every_budget() -> None:
+    """`opt.iterations` and `opt.ls_iterations` are leaves: one compiled step runs every budget, as
+    MuJoCo C does at that budget, and a batch of systems may hold a different budget per member."""
+    budgets = [(1, 3), (2, 4), (4, 8)]
+    sys = load_mjcf(_xml("elliptic", 100, 50))
+    traces = []
+
+    @jax.jit
+    def step(s: Any, q: jax.Array, qd: jax.Array, warm: jax.Array) -> jax.Array:
+        traces.append(1)
+        state = pipeline.init(s, q, qd).replace(qacc_warmstart=warm)
+        out: jax.Array = pipeline.step(s, state, jnp.zeros(0, jnp.float32)).qd
+        return out
+
+    d0 = _states(mujoco.MjModel.from_xml_string(_xml("elliptic", 100, 50)), 4)[-1]
+    d0.qacc_warmstart[:] = 0  # as after a reset: the budget decides more
+    f32 = functools.partial(jnp.asarray, dtype=jnp.float32)
+    q, qd, warm = f32(d0.qpos), f32(d0.qvel), f32(d0.qacc_warmstart)
+    got = []
+    for it, ls in budgets:
+        m = mujoco.MjModel.from_xml_string(_xml("elliptic", it, ls))
+        d = mujoco.MjData(m)
+        mujoco.mj_copyData(d, m, d0)
+        mujoco.mj_step(m, d)
+        budget_sys = sys.replace(opt=sys.opt.replace(iterations=it, ls_iterations=ls))
+        got.append(np.asarray(step(budget_sys, q, qd, warm)))
+        np.testing.assert_allclose(got[-1], d.qvel, rtol=2e-5, atol=2e-5, err_msg=f"budget {it, ls}")
+    assert len(traces) == 1, "another budget compiled the step again"
+    assert np.abs(got[0] - got[-1]).max() > 1e-2  # the budgets give different steps
+    opts = sys.opt.replace(iterations=jnp.asarray([b[0] for b in budgets], jnp.float32),
+                           ls_iterations=jnp.asarray([b[1] for b in budgets], jnp.float32))
+    axes = jax.tree.map(lambda _: None, sys).replace(opt=jax.tree.map(lambda _: None, sys.opt).replace(
+        iterations=0, ls_iterations=0))
+    batched = jax.jit(jax.vmap(step, in_axes=(axes, None, None, None)))(sys.replace(opt=opts), q, qd, warm)
+    np.testing.assert_allclose(np.asarray(batched), np.stack(got), rtol=1e-5, atol=1e-5)

@@ -46,8 +46,11 @@ def _cfg(compact: bool, cone: int = 1) -> solver.Config:
     (elliptic cones when `cone` > 1)."""
     units = tuple(tuple(range(NHEAD + k * cone, NHEAD + (k + 1) * cone)) for k in range(NUNIT))
     nefc = NHEAD + NUNIT * cone
-    return solver.Config(is_floss=(True, True) + (False,) * (nefc - 2), iterations=100, tolerance=1e-8,
-                         warmstart=True, cones=units if cone > 1 else (), compact=(units,) if compact else ())
+    return solver.Config(is_floss=(True, True) + (False,) * (nefc - 2), tolerance=1e-8, warmstart=True,
+                         cones=units if cone > 1 else (), compact=(units,) if compact else ())
+
+
+B = solver.budget()  # MuJoCo's default budget
 
 
 def _problems(active: list[int], seed: int, cone: int = 1) -> solver.Problem:
@@ -109,12 +112,13 @@ def test_compact_solve_matches_all_rows(active: tuple[int, ...], batch: int) -> 
     warm = p.qacc_smooth.at[::2].add(0.3)
 
     def solve(cfg: solver.Config) -> np.ndarray:
-        return np.asarray(jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w)))(p, warm))
+        return np.asarray(jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w, B)))(p, warm))
 
     want, got = solve(_cfg(False)), solve(_cfg(True))
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4)
     # one at a time (the unbatched switch), each problem in its own tier
-    one = jax.jit(lambda p, w: jax.lax.map(lambda a: solver.solve(_cfg(True), a[0], a[1]), (p, w)))(p, warm)
+    compact = _cfg(True)
+    one = jax.jit(lambda p, w: jax.lax.map(lambda a: solver.solve(compact, a[0], a[1], B), (p, w)))(p, warm)
     np.testing.assert_allclose(np.asarray(one), want, rtol=2e-4, atol=2e-4)
     assert np.abs(want).max() > 0.1  # the constraints act
 
@@ -125,7 +129,7 @@ def test_compact_elliptic_cones_match_all_rows() -> None:
     warm = p.qacc_smooth
 
     def solve(cfg: solver.Config) -> np.ndarray:
-        return np.asarray(jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w)))(p, warm))
+        return np.asarray(jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w, B)))(p, warm))
 
     np.testing.assert_allclose(solve(_cfg(True, cone=3)), solve(_cfg(False, cone=3)), rtol=2e-4, atol=2e-4)
 

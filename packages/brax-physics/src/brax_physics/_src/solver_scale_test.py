@@ -70,23 +70,25 @@ def _jac(m: Any, d: Any) -> np.ndarray:
 
 
 def _problem(m: Any, d: Any) -> tuple[solver.Config, solver.Problem]:
-    """MuJoCo's constraint problem at `d`, in float32, and the solver settings of `m`."""
+    """MuJoCo's constraint problem at `d`, in float32 (with the budget of `m`), and the solver
+    settings of `m`."""
     def f32(x: np.ndarray) -> jax.Array:
         return jnp.asarray(x, jnp.float32)
 
     floss = (mujoco.mjtConstraint.mjCNSTR_FRICTION_DOF, mujoco.mjtConstraint.mjCNSTR_FRICTION_TENDON)
-    cfg = solver.Config(is_floss=tuple(int(t) in floss for t in d.efc_type), iterations=int(m.opt.iterations),
-                        tolerance=float(m.opt.tolerance), warmstart=not m.opt.disableflags & NO_WARMSTART)
+    cfg = solver.Config(is_floss=tuple(int(t) in floss for t in d.efc_type), tolerance=float(m.opt.tolerance),
+                        warmstart=not m.opt.disableflags & NO_WARMSTART)
     p = solver.Problem(M=f32(_mass(m, d)), qfrc_smooth=f32(d.qfrc_smooth), qacc_smooth=f32(d.qacc_smooth),
                        J=f32(_jac(m, d)), D=f32(d.efc_D), R=f32(d.efc_R), aref=f32(d.efc_aref),
-                       floss=f32(d.efc_frictionloss))
+                       floss=f32(d.efc_frictionloss),
+                       budget=solver.budget(int(m.opt.iterations), int(m.opt.ls_iterations)))
     return cfg, p
 
 
 @functools.partial(jax.jit, static_argnums=0)
 def _iterations(cfg: solver.Config, p: solver.Problem, warm: jax.Array) -> jax.Array:
     """Newton iterations the solver takes on `p` from `warm` (the loop of `solver.solve`)."""
-    s = jax.lax.while_loop(functools.partial(solver._running, cfg), lambda s: solver._iterate(cfg, p, s),
+    s = jax.lax.while_loop(solver._running, lambda s: solver._iterate(cfg, p, s),
                            solver._start(cfg, p, warm))
     return s.it[0]  # one island
 

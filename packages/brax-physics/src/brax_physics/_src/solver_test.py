@@ -40,19 +40,25 @@ def _problems(batch: int, seed: int, floss_rows: int = 0) -> solver.Problem:
                           R=f32(1.0 / d), aref=f32(aref), floss=f32(floss))
 
 
-def _cfg(iterations: int = 100, floss_rows: int = 0, warmstart: bool = True) -> solver.Config:
+def _cfg(floss_rows: int = 0, warmstart: bool = True) -> solver.Config:
     is_floss = (False,) * (NEFC - floss_rows) + (True,) * floss_rows
-    return solver.Config(is_floss=is_floss, iterations=iterations, tolerance=1e-8, warmstart=warmstart)
+    return solver.Config(is_floss=is_floss, tolerance=1e-8, warmstart=warmstart)
 
 
-def _solve_batched(cfg: solver.Config, p: solver.Problem, warm: jax.Array) -> jax.Array:
-    out: jax.Array = jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w)))(p, warm)
+B = solver.budget()  # MuJoCo's default budget
+
+
+def _solve_batched(cfg: solver.Config, p: solver.Problem, warm: jax.Array,
+                   b: solver.Budget = B) -> jax.Array:
+    solve = jax.vmap(lambda q, w, b: solver.solve(cfg, q, w, b), in_axes=(0, 0, None))
+    out: jax.Array = jax.jit(solve)(p, warm, b)
     return out
 
 
-def _solve_one_by_one(cfg: solver.Config, p: solver.Problem, warm: jax.Array) -> jax.Array:
+def _solve_one_by_one(cfg: solver.Config, p: solver.Problem, warm: jax.Array,
+                      b: solver.Budget = B) -> jax.Array:
     def one(a: tuple[solver.Problem, jax.Array]) -> jax.Array:
-        return solver.solve(cfg, a[0], a[1])
+        return solver.solve(cfg, a[0], a[1], b)
 
     out: jax.Array = jax.jit(lambda p, w: jax.lax.map(one, (p, w)))(p, warm)
     return out
@@ -61,8 +67,8 @@ def _solve_one_by_one(cfg: solver.Config, p: solver.Problem, warm: jax.Array) ->
 def _iterations(cfg: solver.Config, p: solver.Problem, warm: jax.Array) -> np.ndarray:
     """Per problem: Newton iterations its own loop takes."""
     def one(q: solver.Problem, w: jax.Array) -> jax.Array:
-        s = jax.lax.while_loop(lambda s: solver._running(cfg, s),
-                               lambda s: solver._iterate(cfg, q, s),
+        q = q._replace(budget=B)
+        s = jax.lax.while_loop(solver._running, lambda s: solver._iterate(cfg, q, s),
                                solver._start(cfg, q, w))
         return s.it
     return np.asarray(jax.jit(lambda p, w: jax.lax.map(lambda a: one(*a), (p, w)))(p, warm))
@@ -122,9 +128,9 @@ def test_one_problem_under_vmap_runs_its_own_loop() -> None:
     warm = p.qacc_smooth + 0.3
     got = np.asarray(_solve_batched(cfg, p, warm))[0]
     one = jax.tree.map(lambda a: a[0], p)
-    want = np.asarray(jax.jit(lambda q, w: solver.solve(cfg, q, w))(one, warm[0]))
+    want = np.asarray(jax.jit(lambda q, w: solver.solve(cfg, q, w, B))(one, warm[0]))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
-    jaxpr = jax.make_jaxpr(jax.vmap(lambda q, w: solver.solve(cfg, q, w)))(p, warm).jaxpr
+    jaxpr = jax.make_jaxpr(jax.vmap(lambda q, w: solver.solve(cfg, q, w, B)))(p, warm).jaxpr
     carried = {tuple(getattr(v.aval, "shape", ())) for e in _eqns(jaxpr) if e.primitive.name == "while"
                for v in e.outvars}
     assert (NV,) in carried and (1, NV) not in carried, carried
@@ -136,7 +142,7 @@ def test_queue_only_where_queue_platforms_say() -> None:
     cfg, p = _cfg(), _problems(128, seed=7)
 
     def sorts(platform: str, c: solver.Config = cfg) -> int:
-        f = jax.jit(jax.vmap(lambda q, w: solver.solve(c, q, w)))
+        f = jax.jit(jax.vmap(lambda q, w: solver.solve(c, q, w, B)))
         text: str = jax.export.export(f, platforms=[platform])(p, p.qacc_smooth).mlir_module()
         return text.count("stablehlo.sort")
 
@@ -161,32 +167,32 @@ def test_newton_iteration_traced_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(solver, "_hessian", counted)
 
-    def lowered(tolerance: float, batch: int) -> None:  # own settings: no trace cached from other tests
-        cfg = _cfg()._replace(tolerance=tolerance)
+    def lowered(own: int, batch: int) -> None:  # own settings: no trace cached from other tests
+        cfg = _cfg()._replace(lowering=_cfg().lowering.replace(hessian_elementwise_max=own))
         sub = jax.tree.map(lambda a: a[:batch], p)
         before = len(calls)
-        traced = jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w))).trace(sub, sub.qacc_smooth)
+        traced = jax.jit(jax.vmap(lambda q, w: solver.solve(cfg, q, w, B))).trace(sub, sub.qacc_smooth)
         assert len(calls) == before  # tracing alone traces no Newton iteration
         traced.lower(lowering_platforms=("cpu",))
 
-    lowered(1.25e-8, 128)
-    lowered(1.25e-8, 256)
+    lowered(10**6 + 1, 128)
+    lowered(10**6 + 1, 256)
     assert len(calls) == 1
     # traced in place, the second program traces it again
     calls.clear()
     monkeypatch.setattr(solver, "_iterate_traced", solver._iterate)
     monkeypatch.setattr(solver, "_start_traced", solver._start)
-    lowered(1.5e-8, 128)
-    lowered(1.5e-8, 256)
+    lowered(10**6 + 2, 128)
+    lowered(10**6 + 2, 256)
     assert len(calls) == 2
 
 
 @pytest.mark.parametrize("iterations", [0, 1, 2])
 def test_iteration_cap_is_per_problem(iterations: int) -> None:
     """With a cap below convergence every problem stops after exactly `iterations`, as alone."""
-    cfg, p = _cfg(iterations=iterations, warmstart=False), _problems(96, seed=3)
-    got = np.asarray(_solve_batched(cfg, p, p.qacc_smooth))
-    want = np.asarray(_solve_one_by_one(cfg, p, p.qacc_smooth))
+    cfg, p, cap = _cfg(warmstart=False), _problems(96, seed=3), solver.budget(iterations)
+    got = np.asarray(_solve_batched(cfg, p, p.qacc_smooth, cap))
+    want = np.asarray(_solve_one_by_one(cfg, p, p.qacc_smooth, cap))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     if iterations == 0:
         np.testing.assert_array_equal(got, np.asarray(p.qacc_smooth))
@@ -201,13 +207,13 @@ def test_shared_operand_and_gradient() -> None:
 
     def batched(scale: jax.Array) -> jax.Array:
         q = p._replace(J=j0 * scale)
-        x = jax.vmap(lambda q, w: solver.solve(cfg, q, w),
+        x = jax.vmap(lambda q, w: solver.solve(cfg, q, w, B),
                      in_axes=(axes, 0))(q, q.qacc_smooth)
         return jnp.sum(x ** 2)
 
     def one_by_one(scale: jax.Array) -> jax.Array:
         q = p._replace(J=jnp.broadcast_to(j0 * scale, p.J.shape))
-        x = jax.lax.map(lambda a: solver.solve(cfg, a, a.qacc_smooth), q)
+        x = jax.lax.map(lambda a: solver.solve(cfg, a, a.qacc_smooth, B), q)
         return jnp.sum(x ** 2)
 
     s = jnp.float32(1.0)
@@ -275,7 +281,7 @@ def test_compact_configs_keep_the_head_rows_dofs() -> None:
     """Compacted problems take their units' rows per step: those count as several dofs, the head's
     rows keep theirs."""
     nefc = 80  # 2 head rows, 78 compactable scalar units
-    cfg = solver.Config(is_floss=(False,) * nefc, iterations=10, tolerance=1e-8, warmstart=True,
+    cfg = solver.Config(is_floss=(False,) * nefc, tolerance=1e-8, warmstart=True,
                         compact=(tuple((r,) for r in range(2, nefc)),), row_dof=(3, -1) + (5,) * (nefc - 2))
     plan = solver._compaction(cfg)
     assert plan is not None

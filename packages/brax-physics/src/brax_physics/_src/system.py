@@ -44,7 +44,8 @@ class ModelRef:
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Options:
-    """Simulation options (MuJoCo `mjOption` subset): timestep, gravity, impratio and the medium as leaves."""
+    """Simulation options (MuJoCo `mjOption` subset): timestep, gravity, impratio, the medium and the
+    solver's iteration caps as leaves, so another value reuses the compiled step."""
 
     timestep: jax.Array
     """() integration step in seconds."""
@@ -63,6 +64,11 @@ class Options:
     noslip_tolerance: jax.Array
     """() noslip sweeps stop once a sweep's scaled improvement is below this (read when
     `noslip_iterations` > 0)."""
+    iterations: jax.Array
+    """() maximum constraint-solver iterations (MuJoCo's `opt.iterations`; a whole number, stored as
+    float32 like every leaf so that `jax.grad` takes a `System`)."""
+    ls_iterations: jax.Array
+    """() maximum line-search evaluations per iteration (a whole number, as `iterations`)."""
     has_fluid: bool = dataclasses.field(metadata=_STATIC)
     """Whether fluid forces are computed: density or viscosity nonzero at load time. Models without a
     medium skip the fluid stage; to randomize a medium from zero, `opt.replace(has_fluid=True, ...)`."""
@@ -72,25 +78,25 @@ class Options:
     """`mujoco.mjtDisableBit` mask."""
     enableflags: int = dataclasses.field(metadata=_STATIC)
     """`mujoco.mjtEnableBit` mask."""
+    tolerance: float = dataclasses.field(metadata=_STATIC)
+    """Solver tolerance on the scaled cost improvement and gradient."""
+    ls_tolerance: float = dataclasses.field(metadata=_STATIC)
+    """Line-search slope tolerance, relative to `tolerance`."""
     cone: int = dataclasses.field(metadata=_STATIC)
     """`mujoco.mjtCone` code: pyramidal or elliptic."""
     solver: int = dataclasses.field(metadata=_STATIC)
     """`mujoco.mjtSolver` code: PGS, CG or Newton."""
-    iterations: int = dataclasses.field(metadata=_STATIC)
-    """Maximum constraint-solver iterations."""
-    ls_iterations: int = dataclasses.field(metadata=_STATIC)
-    """Maximum line-search iterations."""
-    tolerance: float = dataclasses.field(metadata=_STATIC)
-    """Solver tolerance."""
-    ls_tolerance: float = dataclasses.field(metadata=_STATIC)
-    """Line-search tolerance."""
     noslip_iterations: int = dataclasses.field(default=0, metadata=_STATIC)
     """Maximum noslip sweeps after the main solver (0: no noslip, nothing traced)."""
 
     def replace(self, **changes: Any) -> Options:
         """Copy with the given fields replaced; array fields are checked like `System.replace`'s."""
         _check_changes(self, "sys.opt", changes, static_ok=True)
-        return dataclasses.replace(self, **changes)
+        for name in ("iterations", "ls_iterations"):
+            value = changes.get(name)
+            if isinstance(value, (int, float)) and not float(value).is_integer():
+                raise ValueError(f"sys.opt.replace: {name} must be a whole number, got {value!r}")
+        return dataclasses.replace(self, **_as_leaves(self, changes))
 
 
 @jax.tree_util.register_dataclass
@@ -509,7 +515,7 @@ class System:
         compiles the model and cannot be replaced.
         """
         _check_changes(self, "sys", changes, static_ok=False)
-        return dataclasses.replace(self, **changes)
+        return dataclasses.replace(self, **_as_leaves(self, changes))
 
 
 # Static System fields that may be replaced: they describe the model (mj_model_ref), switch on a
@@ -547,7 +553,7 @@ def _check_changes(obj: Any, where: str, changes: dict[str, Any], static_ok: boo
         if not hasattr(old, "shape"):
             continue  # a tree of vmap axes or other specs (`jax.tree.map(lambda _: None, sys)`)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and jnp.ndim(old) == 0:
-            continue  # a Python number for a scalar leaf
+            continue  # a Python number for a scalar leaf (`_as_leaves` gives it the leaf's dtype)
         shape, want = tuple(jnp.shape(value)), tuple(jnp.shape(old))
         if len(shape) < len(want) or shape[len(shape) - len(want):] != want:
             raise ValueError(
@@ -557,3 +563,14 @@ def _check_changes(obj: Any, where: str, changes: dict[str, Any], static_ok: boo
         dtype = getattr(value, "dtype", None) or np.asarray(value).dtype
         if not jnp.issubdtype(dtype, jnp.floating):
             raise ValueError(f"{where}.replace: {name} must be a floating-point array, got dtype {dtype}")
+
+
+def _as_leaves(obj: Any, changes: dict[str, Any]) -> dict[str, Any]:
+    """`changes` with Python numbers for scalar array leaves as arrays of the leaf's dtype: a weakly
+    typed number would compile the step once more."""
+    out = dict(changes)
+    for name, value in changes.items():
+        old = getattr(obj, name)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and hasattr(old, "dtype"):
+            out[name] = jnp.asarray(value, old.dtype)
+    return out

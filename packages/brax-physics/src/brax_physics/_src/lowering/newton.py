@@ -136,17 +136,12 @@ class Loop(NamedTuple):
     """iterate -> () bool, whether it iterates on."""
     pack: Callable[[Any], jax.Array]
     """iterate -> packed result."""
-    iterations: int
-    """The iteration cap."""
 
 
-def queue_slots(s: Lowering, batch: int, iterations: int = 100) -> int:
-    """Slots of the work queue for `batch` problems capped at `iterations`: more slots take fewer
-    trips but iterate more empty or converged slots per trip, so they grow more slowly than the batch."""
-    slots = max(1, min(batch // s.queue_small_fraction, s.queue_min_slots), batch // s.queue_slot_fraction)
-    if iterations <= s.queue_low_budget:
-        slots = min(batch, s.queue_low_budget_factor * slots)
-    return slots
+def queue_slots(s: Lowering, batch: int) -> int:
+    """Slots of the work queue for `batch` problems: more slots take fewer trips but iterate more
+    empty or converged slots per trip, so they grow more slowly than the batch."""
+    return max(1, min(batch // s.queue_small_fraction, s.queue_min_slots), batch // s.queue_slot_fraction)
 
 
 def _queued(loop: Loop, p: Any, w: jax.Array, slots: int) -> jax.Array:
@@ -227,7 +222,7 @@ def batched(s: Lowering, loop: Loop) -> custom_batching.custom_vmap:
         plain = jax.vmap(loop.solve)
         if axis_size < s.queue_min_batch or w.ndim != 2 or not s.queue_platforms:
             return plain(p, w), True  # small batches: the plain vmapped loop
-        queued = functools.partial(_queued, loop, slots=queue_slots(s, axis_size, loop.iterations))
+        queued = functools.partial(_queued, loop, slots=queue_slots(s, axis_size))
         return platforms.choose(plain, dict.fromkeys(s.queue_platforms, queued), p, w), True
 
     return solve

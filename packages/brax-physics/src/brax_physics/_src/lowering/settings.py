@@ -66,11 +66,6 @@ class Lowering:
     """Slots below which a queue takes the small batch's fraction."""
     queue_slot_fraction: int = 16
     """A large batch's queue has batch / this many slots: more slots, fewer trips, more idle work."""
-    queue_low_budget: int = 4
-    """An iteration cap up to which the queue takes `queue_low_budget_factor` times the slots."""
-    queue_low_budget_factor: int = 1
-    """Slots times this at a low budget: above 1 it pays only where every problem of a small batch
-    takes the whole budget, and costs mostly-free models and every large batch more."""
     queue_platforms: tuple[str, ...] = ("cpu",)
     """Platforms using the queue: its extra trips cost kernel launches on a GPU, work on a CPU."""
     compact_fraction: int = 8
