@@ -496,6 +496,7 @@ ShapeFn = Callable[[jax.Array, Any], ConvexShape]
 """(mat (3, 3), data) -> ConvexShape; `data` is any pytree (a primitive's size, a mesh's vertices)."""
 
 
+@functools.cache
 def primitive_shape(gtype: int) -> ShapeFn:
     """ShapeFn of a primitive geom type; its data is the geom size (3,)."""
 
@@ -506,6 +507,7 @@ def primitive_shape(gtype: int) -> ShapeFn:
     return shape
 
 
+@functools.cache
 def union_shape(types: tuple[int, ...]) -> ShapeFn:
     """ShapeFn of a lane whose primitive type is one of `types` (static); its data is (k, size):
     the type's index k () in `types` and the geom size (3,). Every type's support is evaluated and
@@ -645,6 +647,17 @@ def run_masked(fn: Callable[..., Any], mask: jax.Array, args: Any, fill: Any, ch
     return jax.lax.while_loop(cond, body, (jnp.zeros((), count.dtype), fill))[1]
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4), inline=True)
+def _lane_search(shape1: ShapeFn, shape2: ShapeFn, flag: bool | None, iterations: int, tolerance: float,
+                 p1: jax.Array, m1: jax.Array, d1: Any, p2: jax.Array, m2: jax.Array, d2: Any, mg: jax.Array,
+                 rnd: jax.Array) -> tuple[jax.Array, ...]:
+    """`_search` of one lane, traced once per shapes, settings and shapes of its arguments: the
+    programs of a process that search the same pair kinds (a step, a reset, their batched forms)
+    take its jaxpr, and its batching over the lanes, from jit's caches."""
+    return _search(shape1(m1, d1), shape2(m2, d2), rnd if flag is None else flag, p1, p2, mg, iterations,
+                   tolerance)
+
+
 def shape_search(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, shape2: ShapeFn,
                  pos2: jax.Array, mat2: jax.Array, data2: Any, margin: jax.Array, mask: jax.Array,
                  rounded: bool | np.ndarray, iterations: int = CCD_ITERATIONS,
@@ -663,13 +676,14 @@ def shape_search(shape1: ShapeFn, pos1: jax.Array, mat1: jax.Array, data1: Any, 
     const2 = jax.lax.stop_gradient((pos2, mat2, data2, margin))
     n = mask.shape[0]
     rows = jnp.arange(n) if index2 is None else jnp.asarray(index2, jnp.int32)
-    per_lane = not isinstance(rounded, bool)
+    flag = None if not isinstance(rounded, bool) else rounded  # None: per lane
     lane_rounded = jnp.asarray(np.broadcast_to(np.asarray(rounded, bool), (n,)))
 
     def one(p1: jax.Array, m1: jax.Array, d1: Any, row: jax.Array, rnd: jax.Array) -> tuple[jax.Array, ...]:
         p2, m2, d2, mg = jax.tree.map(lambda a: a[row], const2)
-        flag = rnd if per_lane else bool(rounded)
-        return _search(shape1(m1, d1), shape2(m2, d2), flag, p1, p2, mg, iterations, tolerance)
+        found: tuple[jax.Array, ...] = _lane_search(shape1, shape2, flag, iterations, tolerance, p1, m1, d1,
+                                                    p2, m2, d2, mg, rnd)
+        return found
 
     args = (*jax.lax.stop_gradient((pos1, mat1, data1)), rows, lane_rounded)
     dtype = pos1.dtype

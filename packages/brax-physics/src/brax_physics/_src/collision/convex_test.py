@@ -226,3 +226,40 @@ def test_gradients_through_the_masked_search() -> None:
     np.testing.assert_allclose(np.asarray(g), [[0, 0, -1], [0, 0, 1]], atol=1e-3)
     full = jax.jit(jax.grad(lambda x: jnp.sum(collide(sys, x, xmat).pos) + dist(x)))(xpos)
     assert np.all(np.isfinite(np.asarray(full)))
+
+
+def test_search_traced_once_per_kinds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process's programs that search the same pair kinds (a step and a reset, alone and under
+    vmap) trace the GJK/EPA search once and take it from jit's cache after that; the results are
+    those of the search traced in place."""
+    calls = []
+    search = convex._search
+
+    def counted(*args: object) -> tuple[jax.Array, ...]:
+        calls.append(1)
+        return search(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(convex, "_search", counted)
+    m = pt.pair_model("capsule", "ellipsoid")
+    d = mujoco.MjData(m)
+    d.qpos[:] = np.concatenate([[0, 0, 0, 1, 0, 0, 0], [0.05, 0, 0.2, 0.9, 0.3, 0.1, 0]])
+    mujoco.mj_kinematics(m, d)
+    xpos = jnp.asarray(d.geom_xpos, jnp.float32)
+    xmat = jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32)
+    t1, t2 = np.asarray([_TYPES["capsule"]]), np.asarray([_TYPES["ellipsoid"]])
+    size = jnp.asarray(m.geom_size, jnp.float32)
+
+    def dist(x: jax.Array, iterations: int) -> jax.Array:  # iterations: settings no other test traces
+        return convex.primitive_search(t1, x[:1], xmat[:1], size[:1], t2, x[1:], xmat[1:], size[1:],
+                                       jnp.zeros(1), jnp.ones(1, bool), iterations)[0]
+
+    first = jax.jit(lambda x: dist(x, 37))(xpos)
+    again = jax.jit(lambda x: dist(x, 37) + 0.0)(xpos)
+    batched = jax.jit(jax.vmap(lambda x: dist(x, 37)))(xpos[None])
+    assert len(calls) == 1, f"the search was traced {len(calls)} times"
+    monkeypatch.setattr(convex, "_lane_search", convex._lane_search.__wrapped__)  # traced in place
+    in_place = jax.jit(lambda x: dist(x, 37) * 1.0)(xpos)
+    assert len(calls) == 2
+    for got in (again, batched[0], in_place):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(first))
+    assert float(first[0]) < 0.1  # the shapes are near: the search ran
