@@ -75,6 +75,16 @@ def samples(env: SuiteEnv, domain: str, task: str, *, steps: int, seed: int = 0,
     return out
 
 
+def each(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` of one sample applied to each of a batch (leading axis) in turn, `jax.lax.map`: the oracle
+    compares samples, not batching, and a mapped program skips vmap's batching of the physics
+    (seconds of tracing per program, and while loops that run every sample for the slowest one)."""
+    def mapped(*args: Any) -> Any:
+        return jax.lax.map(lambda a: fn(*a), args)
+
+    return mapped
+
+
 @jax.jit
 def _physics_step(sys: brax_physics.System, q: jax.Array, qd: jax.Array, act: jax.Array, warm: jax.Array,
                   mocap_pos: jax.Array, mocap_quat: jax.Array, action: jax.Array) -> brax_physics.State:
@@ -88,32 +98,43 @@ def _physics_step(sys: brax_physics.System, q: jax.Array, qd: jax.Array, act: ja
         ps = ps.replace(qacc_warmstart=warm, mocap_pos=mocap_pos, mocap_quat=mocap_quat)
         return brax_physics.step(sys, ps, action)
 
-    state: brax_physics.State = jax.vmap(run)(q, qd, act, warm, mocap_pos, mocap_quat, action)
+    state: brax_physics.State = each(run)(q, qd, act, warm, mocap_pos, mocap_quat, action)
     return state
 
 
 @functools.cache
 def _readout(env: SuiteEnv) -> Callable[..., Any]:
-    """The task's batched observation, reward and termination of a physics state."""
+    """The task's observation, reward and termination of each of a batch of physics states."""
     def run(ps: brax_physics.State, action: jax.Array, info: dict[str, jax.Array]) -> Any:
         return env._observe(ps, info), env.reward(ps, info, action), env.termination(ps, info)
 
-    return jax.jit(jax.vmap(run))
+    return jax.jit(each(run))
 
 
 @functools.cache
 def _placed_mocap(env: SuiteEnv) -> Callable[..., tuple[jax.Array, jax.Array]]:
-    """The task's batched mocap poses: for mocap bodies of ours that are static in dm_control's model."""
+    """The task's mocap poses of each of a batch: for mocap bodies of ours that are static in
+    dm_control's model."""
     def run(q: jax.Array, qd: jax.Array, info: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
         placed = env.pipeline_state_init(q, qd, info)
         return placed.mocap_pos, placed.mocap_quat
 
-    return jax.jit(jax.vmap(run))
+    return jax.jit(each(run))
+
+
+@functools.cache
+def _draws(env: SuiteEnv) -> Callable[[jax.Array], tuple[jax.Array, jax.Array, dict[str, jax.Array]]]:
+    return jax.jit(each(env.initial_state))
+
+
+def initial_draws(env: SuiteEnv, keys: jax.Array) -> tuple[jax.Array, jax.Array, dict[str, jax.Array]]:
+    """(q, qd, task info) of `env.initial_state` for each of `keys` (n, ...), compiled once per env."""
+    return _draws(env)(keys)
 
 
 def ours(env: SuiteEnv, batch: list[Sample]) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """Our observations, rewards and terminations for dm_control's samples (batched programs: the
-    model's physics step, shared by its tasks, then the task's readout)."""
+    """Our observations, rewards and terminations for dm_control's samples (two programs: the model's
+    physics step, shared by its tasks, then the task's readout)."""
     def stack(xs: list[np.ndarray]) -> jax.Array:
         return jnp.asarray(np.stack(xs), jnp.float32)
 
@@ -182,7 +203,7 @@ def check_initial_distribution(env: SuiteEnv, domain: str, task: str, n: int = 2
     for a pose without contacts)."""
     want = initial_states(env, domain, task, n, seed, info_keys)
     keys = jax.random.split(jax.random.key(seed), n)
-    q, qd, info = jax.jit(jax.vmap(env.initial_state))(keys)
+    q, qd, info = initial_draws(env, keys)
     got = {"qpos": q, "qvel": qd, **{k: info[k] for k in info_keys}}
     for name, w_all in want.items():
         g_all = np.asarray(got[name], np.float64).reshape(n, -1)

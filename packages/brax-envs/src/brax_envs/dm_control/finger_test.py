@@ -42,7 +42,7 @@ def test_targets_match_dm_control() -> None:
     w = np.stack(want)
     env = _env("turn_easy")
     # the draw alone (reset's physics state adds a compile and tells nothing more here)
-    _, _, info = jax.jit(jax.vmap(env.initial_state))(jax.random.split(jax.random.key(0), n))
+    _, _, info = _oracle.initial_draws(env, jax.random.split(jax.random.key(0), n))
     g = np.asarray(info["target"], np.float64)
     # Both lie on the same circle; compare x and z by moments.
     for xz in (g, w):

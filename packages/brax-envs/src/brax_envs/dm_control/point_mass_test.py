@@ -53,7 +53,7 @@ def test_hard_actuation_directions_match_dm_control() -> None:
         want.append(np.array(dm.physics.model.wrap_prm[:4]))
     env = _env("hard")
     # the draw alone (reset's physics state adds a compile and tells nothing more here)
-    _, _, info = jax.jit(jax.vmap(env.initial_state))(jax.random.split(jax.random.key(0), n))
+    _, _, info = _oracle.initial_draws(env, jax.random.split(jax.random.key(0), n))
     got = np.asarray(info["wrap_prm"])
     w, g = _directions(np.stack(want)), _directions(got.astype(np.float64))
     assert g[:, 4].max() <= 0.9 + 1e-6

@@ -38,7 +38,7 @@ def test_targets_match_dm_control() -> None:
     w = np.stack(want)
     env = _env("easy")
     # the draw alone (reset's physics state adds a compile and tells nothing more here)
-    _, _, info = jax.jit(jax.vmap(env.initial_state))(jax.random.split(jax.random.key(0), n))
+    _, _, info = _oracle.initial_draws(env, jax.random.split(jax.random.key(0), n))
     g = np.asarray(info["target"], np.float64)
     # Compare the target's radius and its x, y by moments (angles are uniform, so x, y centre on 0).
     for name, gv, wv in (("radius", np.linalg.norm(g, axis=1), np.linalg.norm(w, axis=1)),

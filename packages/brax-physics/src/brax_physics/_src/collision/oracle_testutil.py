@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
-from brax_physics._src.collision.contact import collide
+from brax_physics._src.collision.contact import Contact, collide
 from brax_physics._src.loader import from_mjmodel
 from brax_physics._src.system import System
 
@@ -49,9 +49,14 @@ def mj_batch(m: mujoco.MjModel, qposes: Sequence[np.ndarray] | np.ndarray) -> Ba
     return Batch(m, np.array(xpos), np.array(xmat), contacts)
 
 
-# One jitted driver for every model: Systems with the same structure (pairs, names) share its
-# compiled program, since their sizes and contact parameters are leaves.
-_collide_poses = jax.jit(jax.vmap(collide, in_axes=(None, 0, 0)))
+@jax.jit
+def _collide_poses(sys: System, xpos: jax.Array, xmat: jax.Array) -> Contact:
+    """`collide` at each pose in turn (`jax.lax.map`: the oracle compares poses, not batching, and a
+    mapped program skips vmap's batching of the GJK/EPA loops). One jitted driver for every model:
+    Systems with the same structure (pairs, names) share its compiled program, since their sizes and
+    contact parameters are leaves."""
+    out: Contact = jax.lax.map(lambda a: collide(sys, *a), (xpos, xmat))
+    return out
 
 
 def system_of(m: mujoco.MjModel) -> System:
