@@ -30,7 +30,7 @@ from brax_physics._src.collision.pairs import collision_pairs
 from brax_physics._src.collision.types import CollisionPairs
 from brax_physics._src.equality import SUPPORTED as EQ_SUPPORTED
 from brax_physics._src.mjenum import keyword
-from brax_physics._src.options_check import emit_option_warnings
+from brax_physics._src.options_check import emit_option_warnings, unknown_flags
 from brax_physics._src.sensor import CONTACT_DATA, CONTACT_OBJECTS, CONTACT_REDUCE, FRAME_OBJECTS, STAGE
 from brax_physics._src.system import ModelRef, Options, System
 
@@ -139,6 +139,11 @@ def unsupported(m: Any) -> list[str]:
     for flag in ("diagexact", "speculative"):
         if opt.enableflags & int(mjtEnableBit.__members__["mjENBL_" + flag.upper()]):
             errs.append(f"option: flag {flag}=enable is not supported (MuJoCo's results would differ)")
+    if opt.enableflags & mjtEnableBit.mjENBL_IPC:
+        # MuJoCo's mj_step refuses it too, unless integrator="discrete" (refused above)
+        errs.append('option: flag ipc=enable is not supported (MuJoCo steps it only with '
+                    'integrator="discrete"; remove the flag)')
+    errs += unknown_flags(m)
     geom = _namer(m, obj.mjOBJ_GEOM, "geom")
     for g in np.flatnonzero(np.asarray(m.geom_adhesion) != 0):
         errs.append(f"{geom(int(g))}: adhesion is not supported")

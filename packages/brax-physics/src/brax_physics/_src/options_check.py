@@ -4,7 +4,8 @@ Every option field and flag bit is in one of four classes, recorded in `OPTIONS`
 `DISABLE_FLAGS` and `ENABLE_FLAGS` (a test checks they cover all of MuJoCo's):
 
 - honoured: the pipeline reads it as MuJoCo does (the entry says where);
-- refused: loading raises `ValueError` (`loader.unsupported` or `collision_pairs`);
+- refused: loading raises `ValueError` (`loader.unsupported` or `collision_pairs`), as does a flag
+  bit of a newer MuJoCo that this survey does not know (`unknown_flags`);
 - irrelevant: it cannot change `mj_step`'s trajectory for a model we accept (the entry says why);
 - warned: not honoured; at load `emit_option_warnings` names it in an `OptionWarning`, with what
   runs instead and whether results still match MuJoCo's (only for values where it matters).
@@ -104,7 +105,7 @@ ENABLE_FLAGS: Final[dict[str, tuple[Status, str]]] = {
     "invdiscrete": ("irrelevant", "read only by mj_inverse"),
     "sleep": ("refused", "loader.unsupported"),
     "diagexact": ("refused", "loader.unsupported: constraint impedances use the invweight0 approximation"),
-    "ipc": ("warned", "ignored; MuJoCo accepts it only with integrator discrete, which is refused"),
+    "ipc": ("refused", "loader.unsupported: MuJoCo steps it only with integrator discrete, also refused"),
     "speculative": ("refused", "loader.unsupported: no speculative contacts"),
 }
 """Every `mjtEnableBit`: its class and where it is honoured, or why it is irrelevant."""
@@ -114,10 +115,6 @@ ENABLE_FLAGS: Final[dict[str, tuple[Status, str]]] = {
 def _bit(prefix: str, name: str) -> int:
     enum = mujoco.mjtDisableBit if prefix == "mjDSBL_" else mujoco.mjtEnableBit
     return int(enum.__members__[prefix + name.upper()])
-
-
-def _flag_set(flags: int, prefix: str, name: str) -> bool:
-    return bool(flags & _bit(prefix, name))
 
 
 def option_warnings(m: mujoco.MjModel) -> list[str]:
@@ -135,19 +132,16 @@ def option_warnings(m: mujoco.MjModel) -> list[str]:
             "convex problem, so both reach its unique optimum up to the solver tolerance, as long as "
             f'iterations="{o.iterations}" lets MuJoCo\'s PGS converge'
         )
+    return out
 
-    dflags, eflags = int(o.disableflags), int(o.enableflags)
-    if _flag_set(eflags, "mjENBL_", "ipc"):
-        out.append(
-            'option flag ipc="enable": ignored; MuJoCo accepts it only with integrator="discrete" '
-            "(not supported here): its compiler and mj_step refuse it otherwise"
-        )
 
-    # Bits of a newer MuJoCo that this survey has not classified.
-    for flags, prefix, table, field in ((dflags, "mjDSBL_", DISABLE_FLAGS, "disableflags"),
-                                        (eflags, "mjENBL_", ENABLE_FLAGS, "enableflags")):
+def unknown_flags(m: mujoco.MjModel) -> list[str]:
+    """Load errors naming each flag bit of `m` this survey has not classified (a newer MuJoCo's)."""
+    out: list[str] = []
+    for flags, prefix, table, field in ((int(m.opt.disableflags), "mjDSBL_", DISABLE_FLAGS, "disableflags"),
+                                        (int(m.opt.enableflags), "mjENBL_", ENABLE_FLAGS, "enableflags")):
         unknown = flags & ~sum(_bit(prefix, name) for name in table)
-        out += [f"option {field} bit 1<<{i}: unknown to brax-physics, ignored"
+        out += [f"option: {field} bit 1<<{i} is unknown to brax-physics and not supported (clear it)"
                 for i in range(unknown.bit_length()) if unknown >> i & 1]
     return out
 

@@ -256,24 +256,24 @@ def test_speculative_is_refused() -> None:
     assert heights["enable"] > 0 > heights["disable"]  # MuJoCo stops it only with the flag
 
 
-def test_ipc_warns() -> None:
+def test_ipc_is_refused_as_mujoco_refuses_to_step_it() -> None:
     m = _scene()
     m.opt.enableflags |= mujoco.mjtEnableBit.mjENBL_IPC
-    _load_warns(m, 'flag ipc="enable"')
+    with pytest.raises(ValueError, match=r'flag ipc=enable is not supported .*integrator="discrete"'):
+        bp.from_mjmodel(m)
     with pytest.raises(mujoco.FatalError, match="ipc"):
         mujoco.mj_step(m, mujoco.MjData(m))
 
 
-def test_unknown_flag_bits_warn() -> None:
+def test_unknown_flag_bits_are_refused() -> None:
     m = _scene()
     m.opt.disableflags |= 1 << 25
     m.opt.enableflags |= 1 << 20
-    with pytest.warns(bp.OptionWarning) as record:
+    with pytest.raises(ValueError) as e:
         bp.from_mjmodel(m)
-    assert [str(w.message) for w in record] == [
-        "option disableflags bit 1<<25: unknown to brax-physics, ignored",
-        "option enableflags bit 1<<20: unknown to brax-physics, ignored",
-    ]
+    for field, bit in (("disableflags", 25), ("enableflags", 20)):
+        want = f"option: {field} bit 1<<{bit} is unknown to brax-physics and not supported (clear it)"
+        assert want in str(e.value), str(e.value)
 
 
 _MESH_PAIR = """<mujoco><asset><mesh name="m" vertex="-.1 -.1 -.1 .1 -.1 -.1 -.1 .1 -.1 .1 .1 -.1 -.1 -.1 .1
