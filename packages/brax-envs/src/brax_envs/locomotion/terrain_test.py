@@ -147,8 +147,9 @@ def _quadruped() -> Joystick:
 
 @pytest.fixture(scope="module")
 def check() -> testing.EnvCheck:
-    """`check_env` on the rough quadruped; its jitted step serves the tests below (one compile)."""
-    return testing.check_env(_quadruped(), num_steps=2)
+    """`check_env` on the rough quadruped; its jitted step serves the tests below (one compile). The
+    locomotion tasks' batched step is compiled and compared in joystick_test.py; traced here."""
+    return testing.check_env(_quadruped(), num_steps=2, vmap="trace")
 
 
 def _state(check: testing.EnvCheck, at: int = 0, **info: Any) -> State:
