@@ -753,6 +753,7 @@ class _Compaction(NamedTuple):
     units: tuple[np.ndarray, ...]  # per group: (nunit, size) rows of each unit
     budgets: tuple[tuple[int, ...], ...]  # per tier: units kept of each group
     configs: tuple[Config, ...]  # per tier: the compact problem's settings
+    min_batch: tuple[int, ...]  # per tier: the smallest batch that compiles it
 
 
 @functools.lru_cache(maxsize=64)
@@ -766,8 +767,9 @@ def _compaction(cfg: Config) -> _Compaction | None:
     if ntier == 0:
         return None
     # groups with fewer tiers keep all their units in the later tiers
-    budgets = tuple(tuple(b[t] if t < len(b) else u.shape[0] for b, u in zip(per_group, units, strict=True))
-                    for t in range(ntier))
+    budgets = tuple(tuple(b[t][0] if t < len(b) else u.shape[0]
+                          for b, u in zip(per_group, units, strict=True)) for t in range(ntier))
+    min_batch = tuple(max(b[t][1] for b in per_group if t < len(b)) for t in range(ntier))
     grouped = np.concatenate([u.reshape(-1) for u in units])
     nefc = len(cfg.is_floss)
     head = np.setdiff1d(np.arange(nefc), grouped).astype(np.int32)
@@ -796,7 +798,7 @@ def _compaction(cfg: Config) -> _Compaction | None:
             # the units' rows change from step to step: they count as reaching several dofs
             row_dof=None if cfg.row_dof is None else
             tuple(cfg.row_dof[int(r)] for r in head) + (-1,) * (n - len(head))))
-    return _Compaction(head, units, budgets, tuple(configs))
+    return _Compaction(head, units, budgets, tuple(configs), min_batch)
 
 
 def _unit_active(plan: _Compaction, p: Problem) -> list[jax.Array]:
@@ -811,13 +813,21 @@ def _tier(plan: _Compaction, p: Problem) -> jax.Array:
     return jnp.sum(jnp.any(counts[None, :] > caps, axis=1), dtype=jnp.int32)
 
 
+def _active_first(a: jax.Array) -> jax.Array:
+    """(n,) the indices of `a` (n,) bool, the true ones first, each part in order: a stable
+    partition by prefix sums and one scatter (a sort's comparisons cost far more under vmap)."""
+    n = a.shape[0]
+    count = jnp.sum(a, dtype=jnp.int32)
+    dest = jnp.where(a, jnp.cumsum(a, dtype=jnp.int32), count + jnp.cumsum(~a, dtype=jnp.int32)) - 1
+    return jnp.zeros(n, jnp.int32).at[dest].set(jnp.arange(n, dtype=jnp.int32), unique_indices=True)
+
+
 def _gather(plan: _Compaction, tier: int, p: Problem) -> tuple[Problem, jax.Array]:
     """The compact problem of tier `tier` and its rows in `p`: the head rows, then each group's first
     active units (padded with inactive ones when fewer), in their original order."""
     idx = [jnp.asarray(plan.head)]
     for u, a, b in zip(plan.units, _unit_active(plan, p), plan.budgets[tier], strict=True):
-        pick = jnp.argsort(~a, stable=True)[:b]
-        idx.append(jnp.asarray(u)[pick].reshape(-1))
+        idx.append(jnp.asarray(u)[_active_first(a)[:b]].reshape(-1))
     rows = jnp.concatenate(idx)
     return p._replace(J=p.J[rows], D=p.D[rows], R=p.R[rows], aref=p.aref[rows], floss=p.floss[rows],
                       mu=None if p.mu is None else p.mu[rows],
@@ -844,7 +854,7 @@ def _compact_newton_fn(cfg: Config) -> custom_batching.custom_vmap:
         return run
 
     tiers = [solve_tier(t) for t in range(len(smalls))]
-    return newton.tiered([*tiers, full], functools.partial(_tier, plan))
+    return newton.tiered([*tiers, full], functools.partial(_tier, plan), plan.min_batch)
 
 
 def _newton(cfg: Config, p: Problem, x_warm: jax.Array) -> tuple[jax.Array, jax.Array]:

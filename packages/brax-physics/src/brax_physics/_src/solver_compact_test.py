@@ -7,7 +7,8 @@ contact slots, pyramidal and elliptic, against the uncompacted pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -23,10 +24,11 @@ NV, NHEAD, NUNIT = 5, 4, 40
 _DEFAULT_BUDGETS = newton.tier_budgets  # before the fixture patches it
 
 
-def _two_tiers(s: Lowering, nunit: int) -> list[int]:
-    """Budgets of a tenth and two fifths of a group (4 and 16 of 40), where at most half of it."""
+def _two_tiers(s: Lowering, nunit: int) -> list[tuple[int, int]]:
+    """Budgets of a tenth and two fifths of a group (4 and 16 of 40), where at most half of it, at
+    every batch size."""
     del s
-    return [b for b in (max(4, nunit // 10), max(16, nunit * 2 // 5)) if 2 * b <= nunit]
+    return [(b, 1) for b in (max(4, nunit // 10), max(16, nunit * 2 // 5)) if 2 * b <= nunit]
 
 
 @pytest.fixture(autouse=True)
@@ -86,11 +88,26 @@ def _problems(active: list[int], seed: int, cone: int = 1) -> solver.Problem:
 
 
 def test_default_budget_rule() -> None:
-    """One tier of 1/8 of a group, at least 32 units, at most 256 + 1/64 of it (past 2,341 units), only
-    where that is at most half the group."""
-    sizes = (24, 63, 64, 294, 1194, 2341, 2400, 40488)
+    """A tier of 1/8 of a group, at least 32 units, at most 256 + 1/64 of it (past 2,341 units), only
+    where that is at most half the group; from 128 problems on, a second of a third of the group
+    where that is a quarter larger and at most half the group."""
+    sizes = (24, 63, 64, 100, 140, 294, 1194, 2341, 40488)
     budgets = [_DEFAULT_BUDGETS(settings.DEFAULT, n) for n in sizes]
-    assert budgets == [[], [], [32], [37], [150], [293], [294], [889]]
+    assert budgets == [[], [], [(32, 1)], [(32, 1)], [(32, 1), (47, 128)], [(37, 1), (98, 128)],
+                       [(150, 1), (398, 128)], [(293, 1), (781, 128)], [(889, 1), (13496, 128)]]
+
+
+def test_a_batch_compiles_the_tiers_it_is_large_enough_for() -> None:
+    """Tiers for batches of 128 and more: a smaller batch (or one problem) skips to the next tier."""
+    def adds(k: int) -> Callable[[Any, jax.Array], jax.Array]:
+        return lambda p, w: w + k
+
+    solves = [adds(k) for k in range(3)]  # two tiers and the full solve
+    cases = ((1, [0, 2], [0, 1, 1]), (127, [0, 2], [0, 1, 1]), (128, [0, 1, 2], [0, 1, 2]))
+    for batch, kept, branch in cases:
+        got, table = newton._for_batch(solves, (1, 128), batch)
+        assert [int(f(None, jnp.zeros(()))) for f in got] == kept
+        assert np.asarray(table).tolist() == branch
 
 
 def test_tiers_of_a_group() -> None:

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from brax_physics._src.system import System
 
 HFIELD: Final = int(mjtGeom.mjGEOM_HFIELD)
+_SPHERE: Final = int(mjtGeom.mjGEOM_SPHERE)
 MAXCONPAIR: Final = 50
 """MuJoCo's mjMAXCONPAIR: most contacts a height-field pair reports."""
 
@@ -272,6 +273,96 @@ def _search_lanes(staged: list[_Staged], shape2: ShapeFn, data2: Any, margin: ja
             for end, (npair, nprism) in zip(ends, sizes, strict=True)]
 
 
+def _dot(a: jax.Array, b: jax.Array) -> jax.Array:
+    """a · b over the last axis."""
+    return jnp.sum(a * b, axis=-1)
+
+
+def _closest_on_triangle(p: jax.Array, a: jax.Array, b: jax.Array, c: jax.Array) -> jax.Array:
+    """(3,) the point of triangle (a, b, c) closest to p: the region of p among the triangle's
+    vertices, edges and face, by the signs of its barycentric sub-determinants."""
+    ab, ac, ap, bp, cp = b - a, c - a, p - a, p - b, p - c
+    d1, d2 = _dot(ab, ap), _dot(ac, ap)
+    d3, d4 = _dot(ab, bp), _dot(ac, bp)
+    d5, d6 = _dot(ab, cp), _dot(ac, cp)
+    va, vb, vc = d3 * d6 - d5 * d4, d5 * d2 - d1 * d6, d1 * d4 - d3 * d2
+
+    def ratio(num: jax.Array, den: jax.Array) -> jax.Array:
+        return num / jnp.where(den != 0, den, 1.0)
+
+    den = va + vb + vc
+    out = a + ab * ratio(vb, den) + ac * ratio(vc, den)  # inside the face
+    # the regions in reverse order of precedence, each overriding the ones after it
+    on_bc = (va <= 0) & (d4 - d3 >= 0) & (d5 - d6 >= 0)
+    out = jnp.where(on_bc, b + (c - b) * ratio(d4 - d3, (d4 - d3) + (d5 - d6)), out)
+    out = jnp.where((vb <= 0) & (d2 >= 0) & (d6 <= 0), a + ac * ratio(d2, d2 - d6), out)
+    out = jnp.where((d6 >= 0) & (d5 <= d6), c, out)
+    out = jnp.where((vc <= 0) & (d1 >= 0) & (d3 <= 0), a + ab * ratio(d1, d1 - d3), out)
+    out = jnp.where((d3 >= 0) & (d4 <= d3), b, out)
+    return jnp.where((d1 <= 0) & (d2 <= 0), a, out)
+
+
+def _first_min(values: list[jax.Array], *payloads: list[jax.Array]) -> tuple[jax.Array, ...]:
+    """The least of `values` (the first on ties) and the payloads at it, by selects (no reduction)."""
+    best, out = values[0], [p[0] for p in payloads]
+    for i in range(1, len(values)):
+        take = values[i] < best
+        best = jnp.where(take, values[i], best)
+        out = [jnp.where(take, p[i], o) for p, o in zip(payloads, out, strict=True)]
+    return (best, *out)
+
+
+def sphere_prism(prism: jax.Array, center: jax.Array, radius: jax.Array
+                 ) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """A sphere (center (3,), radius ()) against a prism (6, 3) of `_prisms`, in closed form: the
+    signed distance, unit normal (prism to sphere) and witness points (on the prism, relative to
+    the prism's vertex mean; on the sphere, relative to its center) that MuJoCo's search converges
+    to. The search shrinks a sphere to its center: outside the prism, the center's nearest point on
+    the prism's eight boundary triangles; inside it, EPA's minimum-depth direction, the nearest of
+    its five face planes."""
+    bottom, top = prism[:3], prism[3:]
+    tris = [(top[0], top[1], top[2]), (bottom[0], bottom[1], bottom[2])]
+    for i, j in ((0, 1), (1, 2), (2, 0)):
+        tris += [(bottom[i], bottom[j], top[j]), (bottom[i], top[j], top[i])]
+    near = [_closest_on_triangle(center, *t) for t in tris]
+    gap2, q = _first_min([_dot(x - center, x - center) for x in near], near)
+    xn = jnp.sqrt(gap2)
+    # the five faces' outward unit normals and the center's depth under each (positive inside)
+    zero = jnp.zeros((), prism.dtype)
+    xy = top[:, :2]
+    e1, e2 = xy[1] - xy[0], xy[2] - xy[0]
+    turn = jnp.sign(e1[0] * e2[1] - e1[1] * e2[0])
+    normals, depths = [], []
+    for i, j in ((0, 1), (1, 2), (2, 0)):
+        e = xy[j] - xy[i]
+        m = turn * jnp.stack([e[1], -e[0], zero]) / jnp.sqrt(e[0] * e[0] + e[1] * e[1])
+        normals.append(m)
+        depths.append(m[0] * (xy[i, 0] - center[0]) + m[1] * (xy[i, 1] - center[1]))
+    up = cross(top[1] - top[0], top[2] - top[0])
+    up = up * jnp.sign(up[2]) / jnp.sqrt(_dot(up, up))
+    normals += [up, jnp.stack([zero, zero, -jnp.ones((), prism.dtype)])]
+    depths += [_dot(up, top[0] - center), center[2] - bottom[0, 2]]
+    depth, face = _first_min(depths, normals)
+    inside = depth >= 0
+    n = jnp.where(inside, face, (center - q) / jnp.where(xn > 0, xn, 1.0))
+    dist = jnp.where(inside, -depth, xn) - radius
+    on_prism = jnp.where(inside, center + depth * face, q)
+    mean = (prism[0] + prism[1] + prism[2] + prism[3] + prism[4] + prism[5]) / 6
+    return dist, n, on_prism - mean, -radius * n
+
+
+def _sphere_lanes(staged: _Staged, radius: jax.Array) -> tuple[jax.Array, ...]:
+    """`_search_lanes`' results (npair, P, ...) for one group of spheres (radius (npair,)), in
+    closed form on every lane (`sphere_prism`; no search loop), NO_CONTACT where not visited."""
+    prisms, lpos, radius = jax.lax.stop_gradient((staged.prisms, staged.lpos, radius))
+    per_pair = jax.vmap(sphere_prism, in_axes=(0, None, None))
+    dist, n, c1, c2 = jax.vmap(per_pair)(prisms, lpos, radius)
+    visit = staged.visit
+    x_axis = jnp.array([1.0, 0.0, 0.0], n.dtype)
+    return (jnp.where(visit, dist, NO_CONTACT), jnp.where(visit[..., None], n, x_axis),
+            jnp.where(visit[..., None], c1, 0.0), jnp.where(visit[..., None], c2, 0.0))
+
+
 def _finish(job: _Job, staged: _Staged, search: tuple[jax.Array, ...]
             ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Contacts (npair, ncon, ...) of `job` from its prisms' searches."""
@@ -327,6 +418,21 @@ def collide_primitive_pairs(sys: System, groups: list[PairGroup], geom_xpos: jax
     jobs = [_job(sys, g, geom_xpos, geom_xmat, sys.geom_size[g.geom2], mg, sk, primitive_shape(g.type2))
             for g, mg, sk in zip(groups, margins, skips, strict=True)]
     staged = [_stage(job, sys.hfield_data) for job in jobs]
+    # spheres in closed form; the other types share one search
+    searched = [i for i, g in enumerate(groups) if g.type2 != _SPHERE]
+    out = {i: _sphere_lanes(staged[i], jobs[i].data2[:, 0])
+           for i, g in enumerate(groups) if g.type2 == _SPHERE}
+    if searched:
+        found = _search_others([groups[i] for i in searched], [jobs[i] for i in searched],
+                               [staged[i] for i in searched], [margins[i] for i in searched],
+                               sys.contact_pairs.ccd_iterations, sys.contact_pairs.ccd_tolerance)
+        out.update(zip(searched, found, strict=True))
+    return [_finish(job, st, out[i]) for i, (job, st) in enumerate(zip(jobs, staged, strict=True))]
+
+
+def _search_others(groups: list[PairGroup], jobs: list[_Job], staged: list[_Staged], margins: list[jax.Array],
+                   iterations: int, tolerance: float) -> list[tuple[jax.Array, ...]]:
+    """`_search_lanes` of primitive height-field groups of several geom types, in one search."""
     kinds = tuple(sorted({g.type2 for g in groups}))
     k2 = jnp.asarray(np.concatenate([np.full(g.npair, kinds.index(g.type2)) for g in groups]), jnp.int32)
     size2 = jnp.concatenate([job.data2 for job in jobs])
@@ -334,9 +440,8 @@ def collide_primitive_pairs(sys: System, groups: list[PairGroup], geom_xpos: jax
     rounded = np.concatenate([np.full(st.visit.size, g.type2 in ROUNDED_TYPES)
                               for st, g in zip(staged, groups, strict=True)])
     flag: bool | np.ndarray = bool(rounded[0]) if np.all(rounded == rounded[0]) else rounded
-    searches = _search_lanes(staged, union_shape(kinds), (k2, size2), jnp.concatenate(margins), flag,
-                             sys.contact_pairs.ccd_iterations, sys.contact_pairs.ccd_tolerance)
-    return [_finish(job, st, sr) for job, st, sr in zip(jobs, staged, searches, strict=True)]
+    return _search_lanes(staged, union_shape(kinds), (k2, size2), jnp.concatenate(margins), flag, iterations,
+                         tolerance)
 
 
 # ----------------------------------------------------------------------------------------------

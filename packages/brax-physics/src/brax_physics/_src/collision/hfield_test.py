@@ -55,13 +55,14 @@ def _surface(m: mujoco.MjModel, xy: np.ndarray) -> np.ndarray:
     return np.array([2.0 - mujoco.mj_ray(m, d, np.array([x, y, 2.0]), down, None, 1, 1, gid) for x, y in xy])
 
 
-def _poses(m: mujoco.MjModel, n: int, seed: int) -> np.ndarray:
-    """Free-body poses about the terrain: touching, penetrating, or just above it, any orientation."""
+def _poses(m: mujoco.MjModel, n: int, seed: int, heights: tuple[float, float] = (0.0, 1.1)) -> np.ndarray:
+    """Free-body poses about the terrain: touching, penetrating, or just above it, any orientation
+    (the geom's center `heights` times its bounding radius above the surface)."""
     rng = np.random.default_rng(seed)
     q = np.zeros((n, 7))
     q[:, :2] = rng.uniform(-0.55, 0.55, (n, 2))
     rb = float(m.geom_rbound[1])
-    q[:, 2] = _surface(m, q[:, :2]) + rb * rng.uniform(0.0, 1.1, n)
+    q[:, 2] = _surface(m, q[:, :2]) + rb * rng.uniform(*heights, n)
     quat = rng.normal(size=(n, 4))
     q[:, 3:] = quat / np.linalg.norm(quat, axis=1, keepdims=True)
     return q
@@ -108,6 +109,29 @@ def test_contacts_match_mujoco(gtype: str, margin: float) -> None:
     assert ddist.max() < 1e-3 and dpos.max() < 1e-3, (ddist.max(), dpos.max())
     # EPA's stopping rule leaves the normals on curved faces accurate to ~1e-3..1e-2 (see convex_test)
     assert dnrm.max() < NORMAL_TOL.get(gtype, 1e-3), (np.mean(dnrm < 1e-3), dnrm.max())
+
+
+def test_sphere_centers_under_the_surface_match_mujoco() -> None:
+    """Spheres (collided in closed form, not searched) sunk to their centers and below: where the
+    center is inside a prism, MuJoCo's EPA depth along the nearest face, else the center's distance."""
+    m = _pair_model("sphere", 0.0)
+    batch = ot.mj_batch(m, _poses(m, 16, seed=3, heights=(-0.9, 0.3)))
+    ours = ot.run_ours(batch)
+    counts = [len(c) for c in batch.contacts]
+    assert [len(c) for c in ours] == counts
+    r = float(SIZES["sphere"])
+    assert sum(float(c["dist"]) < -r for cs in batch.contacts for c in cs) >= 8, "few centers inside a prism"
+    pairs = [p for mj, us in zip(batch.contacts, ours, strict=True) for p in _match(mj, us)]
+    ddist = max(abs(float(a["dist"]) - float(b["dist"])) for a, b in pairs)
+    dpos = max(float(np.max(np.abs(a["pos"] - b["pos"]))) for a, b in pairs)
+    dnrm = max(float(np.max(np.abs(a["frame"][0] - b["frame"][0]))) for a, b in pairs)
+    # MuJoCo's EPA stops within its tolerance of the depth; its point on a round shape, less closely
+    assert ddist < 1e-5 and dpos < 1e-3 and dnrm < 1e-4, (ddist, dpos, dnrm)
+    # and no search loop runs for them
+    sys = ot.system_of(m)
+    jaxpr = jax.make_jaxpr(collide)(sys, jnp.asarray(batch.xpos[0], jnp.float32),
+                                    jnp.asarray(batch.xmat[0], jnp.float32))
+    assert "while" not in str(jaxpr), "a sphere on a height field ran the GJK/EPA search"
 
 
 def test_prisms_searched_one_per_round_give_the_same_contacts() -> None:

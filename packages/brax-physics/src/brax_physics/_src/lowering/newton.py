@@ -228,14 +228,25 @@ def batched(s: Lowering, loop: Loop) -> custom_batching.custom_vmap:
     return solve
 
 
-def tiered(solves: list[Callable[[Any, jax.Array], jax.Array]],
-           tier: Callable[[Any], jax.Array]) -> custom_batching.custom_vmap:
-    """`solves[tier(p)](p, w)`, the last of `solves` the full solve. Under vmap the batch takes the
-    batch's largest tier, unbatched, so one branch runs (a batched index would run every branch)."""
+def _for_batch(solves: list[Callable[[Any, jax.Array], jax.Array]], min_batch: tuple[int, ...], batch: int
+               ) -> tuple[list[Callable[[Any, jax.Array], jax.Array]], jax.Array]:
+    """The solves a batch of `batch` problems compiles (the tiers it is large enough for, then the
+    full solve) and (ntier + 1,) the branch of each tier index among them: the next one kept."""
+    kept = [i for i, m in enumerate(min_batch) if batch >= m] + [len(min_batch)]
+    branch = [next(k for k, i in enumerate(kept) if i >= t) for t in range(len(min_batch) + 1)]
+    return [solves[i] for i in kept], jnp.asarray(branch, jnp.int32)
+
+
+def tiered(solves: list[Callable[[Any, jax.Array], jax.Array]], tier: Callable[[Any], jax.Array],
+           min_batch: tuple[int, ...]) -> custom_batching.custom_vmap:
+    """`solves[tier(p)](p, w)`, the last of `solves` the full solve, and tier i only in batches of
+    `min_batch[i]` or more problems (else the next one). Under vmap the batch takes the batch's
+    largest tier, unbatched, so one branch runs (a batched index would run every branch)."""
     full = solves[-1]
 
     def switch(p: Any, w: jax.Array) -> jax.Array:
-        out: jax.Array = jax.lax.switch(tier(p), solves, p, w)
+        branches, branch = _for_batch(solves, min_batch, 1)
+        out: jax.Array = jax.lax.switch(branch[tier(p)], branches, p, w)
         return out
 
     @custom_batching.custom_vmap
@@ -250,19 +261,30 @@ def tiered(solves: list[Callable[[Any, jax.Array], jax.Array]],
         p, w = jax.tree.map(bcast, (p, w), tuple(in_batched))
         if w.ndim != 2:  # nested batching: a batched tier index would run every branch
             return jax.vmap(full)(p, w), True
+        branches, branch = _for_batch(solves, min_batch, axis_size)
         top = jnp.max(jax.vmap(tier)(p))  # unbatched: one branch runs
-        return jax.lax.switch(top, [jax.vmap(s) for s in solves], p, w), True
+        return jax.lax.switch(branch[top], [jax.vmap(s) for s in branches], p, w), True
 
     return solve
 
 
-def tier_budgets(s: Lowering, nunit: int) -> list[int]:
-    """Units kept per compaction tier for a group of `nunit` units (increasing; empty: never compact).
+def tier_budgets(s: Lowering, nunit: int) -> list[tuple[int, int]]:
+    """(units kept, smallest batch) per compaction tier for a group of `nunit` units (increasing;
+    empty: never compact).
 
     1/`compact_fraction` of the units, at least `compact_min_units`, and only where that is at most
     half the group; huge groups (thousands of contact slots) hold far more slots than active
     contacts, so theirs is `compact_base` + 1/`compact_large_fraction` of the units where smaller.
-    One tier: each tier compiles one more Newton solve."""
+    Under vmap the batch's fullest problem picks the tier, and the more problems the fuller it is:
+    from `compact_wide_min_batch` problems on, a second tier of 1/`compact_wide_fraction` of the
+    units (where a quarter larger than the first, and at most half the group) catches the batches
+    the first misses. Each tier compiles one more Newton solve."""
     large = s.compact_base + -(-nunit // s.compact_large_fraction)
     b = max(s.compact_min_units, min(-(-nunit // s.compact_fraction), large))
-    return [b] if 2 * b <= nunit else []
+    if 2 * b > nunit:
+        return []
+    tiers = [(b, 1)]
+    wide = -(-nunit // s.compact_wide_fraction) if s.compact_wide_fraction else 0
+    if 4 * wide >= 5 * b and 2 * wide <= nunit:
+        tiers.append((wide, s.compact_wide_min_batch))
+    return tiers

@@ -76,6 +76,10 @@ class Lowering:
     """A huge group's budget is this plus 1/`compact_large_fraction` of its units, where smaller."""
     compact_large_fraction: int = 64
     """See `compact_base`."""
+    compact_wide_fraction: int = 3
+    """Batches of `compact_wide_min_batch` or more add a tier of 1/this of a group's units (0: never)."""
+    compact_wide_min_batch: int = 128
+    """Smallest batch with the wide tier: a batch takes the tier that holds its fullest problem."""
 
     # ---- products (`lowering.products`) ----
     dot_min_work: int = 4096
