@@ -319,6 +319,19 @@ def _per(mask: jax.Array, x: jax.Array) -> jax.Array:
     return jnp.sum(x[:, None] * mask, axis=0)
 
 
+def _per_many(cfg: Config, mask: jax.Array, *xs: jax.Array) -> tuple[jax.Array, ...]:
+    """`_per` of each of `xs`; from `Lowering.variadic_sum_min_rows` rows on, in one variadic
+    reduction, which XLA:CPU runs as one fused loop (under vmap a single sum of a few thousand
+    entries becomes a library call with a fixed cost, paid at every line-search evaluation)."""
+    if mask.size < cfg.lowering.variadic_sum_min_rows:
+        return tuple(_per(mask, x) for x in xs)
+    zero = jnp.zeros((), xs[0].dtype)
+    out: tuple[jax.Array, ...] = jax.lax.reduce(
+        tuple(x[:, None] * mask for x in xs), (zero,) * len(xs),
+        lambda a, b: tuple(u + v for u, v in zip(a, b, strict=True)), (0,))
+    return out
+
+
 def _at(mask: jax.Array, v: jax.Array) -> jax.Array:
     """(n,) each entry's island value of `v` (K,) (0 outside every island)."""
     if mask.shape[1] == 1:
@@ -603,12 +616,11 @@ def _line_search(cfg: Config, p: Problem, isl: _Islands, ma: jax.Array, jar: jax
             d2 = jnp.where(fl, jnp.where(inside, D * jd * jd, 0.0), d2)
         keep = jnp.asarray(~in_cone)
         cost, d1, d2 = (jnp.where(keep, v, 0.0) for v in (cost, d1, d2))
-        cost_k, d1_k, d2_k = _per(isl.row, cost), _per(isl.row, d1), _per(isl.row, d2)
-        mag_k = _per(isl.row, jnp.abs(d1))
+        cost_k, d1_k, d2_k, mag_k = _per_many(cfg, isl.row, cost, d1, d2, jnp.abs(d1))
         for k in cones:
-            c, e1, e2, m = _cone_eval(k, _at(k.isl, alpha))
-            cost_k, d1_k, d2_k, mag_k = (cost_k + _per(k.isl, c), d1_k + _per(k.isl, e1),
-                                         d2_k + _per(k.isl, e2), mag_k + _per(k.isl, m))
+            sums = _per_many(cfg, k.isl, *_cone_eval(k, _at(k.isl, alpha)))
+            cost_k, d1_k, d2_k, mag_k = (u + v for u, v in
+                                         zip((cost_k, d1_k, d2_k, mag_k), sums, strict=True))
         cost_k = cost_k + alpha * alpha * g2 + alpha * g1
         d1_k = d1_k + 2 * alpha * g2 + g1
         d2_k = d2_k + 2 * g2

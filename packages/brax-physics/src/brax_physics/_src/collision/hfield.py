@@ -18,8 +18,10 @@ MJCF before randomizing sizes or margins up), which spans at most floor(width / 
 Only the prisms of that patch that MuJoCo's loop visits (inside the geom's cell range, tall
 enough, of pairs its filters keep) run the collider: one masked search over the (pair, prism)
 lanes of every height-field group with a primitive geom (`convex.shape_search`), and one per group
-with a mesh. The pair's slots keep the first mjMAXCONPAIR found in scan order, which is exactly
-MuJoCo's set; a patch of at most mjMAXCONPAIR prisms keeps one slot per prism.
+with a mesh. A sphere needs no search: its center's distance to a prism (or depth under the
+prism's nearest face) is closed-form, and is what the search converges to (`sphere_prism`). The
+pair's slots keep the first mjMAXCONPAIR found in scan order, which is exactly MuJoCo's set; a patch
+of at most mjMAXCONPAIR prisms keeps one slot per prism.
 """
 
 from __future__ import annotations

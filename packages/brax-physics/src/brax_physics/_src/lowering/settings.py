@@ -58,6 +58,8 @@ class Lowering:
     """Up to this many multiply-adds (nefc·nv²) the Newton Hessian is summed elementwise, above it a dot."""
     hessian_unroll_max_rows: int = 32
     """Up to this many rows per sum the Hessian's terms are added as a tree of additions, not reduced."""
+    variadic_sum_min_rows: int = 64
+    """From this many row-island entries on, the line search sums its terms in one variadic reduction."""
     queue_min_batch: int = 64
     """Under vmap, smallest batch whose Newton loop runs on a work queue of unconverged problems."""
     queue_small_fraction: int = 4
