@@ -320,7 +320,7 @@ def _per(mask: jax.Array, x: jax.Array) -> jax.Array:
 
 
 def _per_many(cfg: Config, mask: jax.Array, *xs: jax.Array) -> tuple[jax.Array, ...]:
-    """`_per` of each of `xs`; from `Lowering.variadic_sum_min_rows` rows on, in one variadic
+    """`_per` of each of `xs`; from `Lowering.variadic_sum_min_rows` mask entries on, in one variadic
     reduction, which XLA:CPU runs as one fused loop (under vmap a single sum of a few thousand
     entries becomes a library call with a fixed cost, paid at every line-search evaluation)."""
     if mask.size < cfg.lowering.variadic_sum_min_rows:

@@ -97,6 +97,15 @@ def test_default_budget_rule() -> None:
                        [(150, 1), (398, 128)], [(293, 1), (781, 128)], [(889, 1), (13496, 128)]]
 
 
+def test_active_units_come_first_in_order() -> None:
+    """The gather's order is numpy's stable argsort of the inactive flags, batched or not."""
+    a = np.random.default_rng(0).uniform(size=(6, 37)) < np.linspace(0.0, 1.0, 6)[:, None]
+    got = np.asarray(jax.jit(jax.vmap(solver._active_first))(jnp.asarray(a)))
+    want = np.stack([np.argsort(~row, kind="stable") for row in a])
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.asarray(solver._active_first(jnp.asarray(a[3]))), want[3])
+
+
 def test_a_batch_compiles_the_tiers_it_is_large_enough_for() -> None:
     """Tiers for batches of 128 and more: a smaller batch (or one problem) skips to the next tier."""
     def adds(k: int) -> Callable[[Any, jax.Array], jax.Array]:
