@@ -18,8 +18,9 @@ MJCF before randomizing sizes or margins up), which spans at most floor(width / 
 Only the prisms of that patch that MuJoCo's loop visits (inside the geom's cell range, tall
 enough, of pairs its filters keep) run the collider: one masked search over the (pair, prism)
 lanes of every height-field group with a primitive geom (`convex.shape_search`), and one per group
-with a mesh. A sphere needs no search: its center's distance to a prism (or depth under the
-prism's nearest face) is closed-form, and is what the search converges to (`sphere_prism`). The
+with a mesh. A sphere needs no search at MuJoCo's default `ccd_iterations` and `ccd_tolerance` or
+tighter ones: its center's distance to a prism (or depth under the prism's nearest face) is
+closed-form, and is what the search converges to (`sphere_prism`); looser ones run the search. The
 pair's slots keep the first mjMAXCONPAIR found in scan order, which is exactly MuJoCo's set; a patch
 of at most mjMAXCONPAIR prisms keeps one slot per prism.
 """
@@ -36,6 +37,8 @@ from brax_math import cross
 from mujoco import mjtGeom
 
 from brax_physics._src.collision.convex import (
+    CCD_ITERATIONS,
+    CCD_TOLERANCE,
     CONVEX_TYPES,
     ROUNDED_TYPES,
     ConvexShape,
@@ -420,14 +423,16 @@ def collide_primitive_pairs(sys: System, groups: list[PairGroup], geom_xpos: jax
     jobs = [_job(sys, g, geom_xpos, geom_xmat, sys.geom_size[g.geom2], mg, sk, primitive_shape(g.type2))
             for g, mg, sk in zip(groups, margins, skips, strict=True)]
     staged = [_stage(job, sys.hfield_data) for job in jobs]
-    # spheres in closed form; the other types share one search
-    searched = [i for i, g in enumerate(groups) if g.type2 != _SPHERE]
-    out = {i: _sphere_lanes(staged[i], jobs[i].data2[:, 0])
-           for i, g in enumerate(groups) if g.type2 == _SPHERE}
+    # spheres in closed form at MuJoCo's default ccd budget or a tighter one (the converged search);
+    # a looser `ccd_iterations` or `ccd_tolerance` runs the search it caps. The rest share one search.
+    cp = sys.contact_pairs
+    closed = cp.ccd_iterations >= CCD_ITERATIONS and cp.ccd_tolerance <= CCD_TOLERANCE
+    searched = [i for i, g in enumerate(groups) if g.type2 != _SPHERE or not closed]
+    out = {i: _sphere_lanes(staged[i], jobs[i].data2[:, 0]) for i in range(len(groups)) if i not in searched}
     if searched:
         found = _search_others([groups[i] for i in searched], [jobs[i] for i in searched],
                                [staged[i] for i in searched], [margins[i] for i in searched],
-                               sys.contact_pairs.ccd_iterations, sys.contact_pairs.ccd_tolerance)
+                               cp.ccd_iterations, cp.ccd_tolerance)
         out.update(zip(searched, found, strict=True))
     return [_finish(job, st, out[i]) for i, (job, st) in enumerate(zip(jobs, staged, strict=True))]
 

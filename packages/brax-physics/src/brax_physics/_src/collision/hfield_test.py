@@ -134,6 +134,18 @@ def test_sphere_centers_under_the_surface_match_mujoco() -> None:
     assert "while" not in str(jaxpr), "a sphere on a height field ran the GJK/EPA search"
 
 
+def test_spheres_are_searched_under_a_looser_ccd_budget() -> None:
+    """Below MuJoCo's default `ccd_iterations` the closed form would ignore the cap: the search runs."""
+    m = _pair_model("sphere", 0.0)
+    m.opt.ccd_iterations = 4
+    sys = ot.system_of(m)
+    d = mujoco.MjData(m)
+    mujoco.mj_kinematics(m, d)
+    jaxpr = jax.make_jaxpr(collide)(sys, jnp.asarray(d.geom_xpos, jnp.float32),
+                                    jnp.asarray(d.geom_xmat.reshape(-1, 3, 3), jnp.float32))
+    assert "while" in str(jaxpr)
+
+
 def test_prisms_searched_one_per_round_give_the_same_contacts() -> None:
     """The masked search over (pair, prism) lanes, one lane per round (as many rounds as the pose
     with the most visited prisms, several per pose), gives the contacts of the default rounds."""
